@@ -1,0 +1,37 @@
+# The README's two commands:
+#   make main   set up, re-run every notebook (refreshing its saved outputs), build and check the docs site
+#   make test   set up, run the notebook tests and the test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+OUT ?= out
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.klrlab-installed
+
+.PHONY: main test setup build notebooks docs
+
+main: setup notebooks docs
+
+test: setup
+	$(BIN)/nbdev-test --n-workers 2
+	$(BIN)/python -m pytest -q
+
+setup: $(STAMP)
+
+# Reinstall when the packaging or the compiled sources change.
+$(STAMP): pyproject.toml setup.py $(wildcard klrlab/*.pyx klrlab/*.pxd)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+# Recompile the .pyx files in place after an edit (faster than a reinstall).
+build: setup
+	$(BIN)/python setup.py -q build_ext --inplace
+
+notebooks: setup
+	$(BIN)/nbdev-test --n-workers 2 --save
+	$(BIN)/nbdev-clean
+
+docs: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/klrlab docs --out $(OUT)/site

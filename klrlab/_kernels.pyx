@@ -1,0 +1,258 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Kernel rows on demand with an LRU row cache, for the dual solvers.
+
+This file is hand-written (nbdev cannot export Cython); nbs/01_kernels.ipynb documents and tests it.
+Inner products go through BLAS (dgemv), so a row costs one matrix-vector product plus n scalar maps.
+The solvers cimport `KernelCache` and call `row(i)` without the GIL; Python code calls `get_row(i)`.
+"""
+import numpy as np
+cimport numpy as cnp
+from libc.math cimport exp, fabs
+from scipy.linalg.cython_blas cimport dgemv
+
+cnp.import_array()
+
+KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
+                "precomputed": PRECOMPUTED}
+cdef double BYTES_PER_MB = 1048576.0
+
+
+cdef inline double int_power(double base, int exponent) noexcept nogil:
+    "base**exponent for a positive integer exponent, by repeated squaring."
+    cdef double result = 1.0
+    while exponent > 0:
+        if exponent & 1:
+            result *= base
+        base *= base
+        exponent >>= 1
+    return result
+
+
+cdef inline void dot_with_rows(const double[:, ::1] X, Py_ssize_t i, double* out) noexcept nogil:
+    "out[j] = <X[j], X[i]> for every row j, by one BLAS dgemv on the row-major X."
+    cdef int n_rows = <int> X.shape[0]
+    cdef int n_cols = <int> X.shape[1]
+    cdef int one = 1
+    cdef double alpha = 1.0, beta = 0.0
+    cdef char trans = b"T"
+    # Row-major X (n x p) is column-major X^T (p x n); X @ x_i is (X^T)^T x_i.
+    dgemv(&trans, &n_cols, &n_rows, &alpha, <double*> &X[0, 0], &n_cols,
+          <double*> &X[i, 0], &one, &beta, out, &one)
+
+
+cdef inline double l1_distance(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    cdef Py_ssize_t k
+    cdef double s = 0.0
+    for k in range(X.shape[1]):
+        s += fabs(X[i, k] - X[j, k])
+    return s
+
+
+def row_capacity(Py_ssize_t n_samples, double cache_size):
+    """Rows an LRU cache of `cache_size` MB holds for `n_samples` points: at least 2, at most n_samples.
+
+    Two is the floor because a dual step reads two rows at once (LIBSVM keeps the same floor)."""
+    if n_samples < 2:
+        return n_samples
+    cdef double rows = cache_size * BYTES_PER_MB / (8.0 * n_samples)
+    return max(2, min(<Py_ssize_t> min(rows, <double> n_samples), n_samples))
+
+
+cdef class KernelCache:
+    """Rows of the kernel matrix K[i, :] over the training points, computed on demand and kept in an LRU cache.
+
+    Build it through `klrlab.kernels.Kernel.cache` (which validates the input); the constructor expects
+    a C-contiguous float64 matrix (for 'precomputed', the square training kernel matrix itself).
+    """
+
+    def __cinit__(self, X, str kernel, double gamma=1.0, int degree=3, double coef0=0.0,
+                  double cache_size=200.0):
+        if kernel not in KERNEL_CODES:
+            raise ValueError(f"kernel={kernel!r}; accepted values: {', '.join(KERNEL_CODES)}")
+        if cache_size <= 0:
+            raise ValueError(f"cache_size={cache_size!r} MB; it must be > 0")
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+            raise ValueError(f"X must be a non-empty 2-D array; got shape {X.shape}")
+        self.kernel_code = KERNEL_CODES[kernel]
+        if self.kernel_code == PRECOMPUTED and X.shape[0] != X.shape[1]:
+            raise ValueError(f"a precomputed kernel must be square; got shape {X.shape}")
+        self._X_ref = X
+        self.X = X
+        self.n_samples = X.shape[0]
+        self.n_features = X.shape[1]
+        self.gamma, self.degree, self.coef0, self.cache_size = gamma, degree, coef0, cache_size
+        self.sq_norms = np.einsum("ij,ij->i", X, X) if self.kernel_code != PRECOMPUTED else np.zeros(0)
+        self.diag_values = self._diagonal(X)
+        self.capacity = row_capacity(self.n_samples, cache_size) if self.kernel_code != PRECOMPUTED else 0
+        self._buffer_ref = np.empty((self.capacity, self.n_samples), dtype=np.float64)
+        self.buffer = self._buffer_ref
+        self.slot_of_row = np.full(self.n_samples, -1, dtype=np.intp)
+        self.row_of_slot = np.full(self.capacity, -1, dtype=np.intp)
+        self.prev_slot = np.full(self.capacity, -1, dtype=np.intp)
+        self.next_slot = np.full(self.capacity, -1, dtype=np.intp)
+        self.head = self.tail = -1
+        self.n_used = 0
+        self.n_kernel_evals = self.n_hits = self.n_misses = 0
+
+    def _diagonal(self, X):
+        if self.kernel_code == PRECOMPUTED:
+            return np.ascontiguousarray(np.diag(X))
+        if self.kernel_code in (RBF, LAPLACIAN):
+            return np.ones(self.n_samples)
+        sq = np.asarray(self.sq_norms)
+        if self.kernel_code == LINEAR:
+            return sq.copy()
+        return (self.gamma * sq + self.coef0) ** self.degree
+
+    # ---- the nogil interface for the solvers -------------------------------------------------
+    cdef double diag(self, Py_ssize_t i) noexcept nogil:
+        return self.diag_values[i]
+
+    cdef const double* row(self, Py_ssize_t i) noexcept nogil:
+        """Pointer to K[i, :] (length n_samples). Valid until the row is evicted: after row(i), row(j)
+        both pointers stay valid, because the cache holds at least two rows and evicts the least recent."""
+        cdef Py_ssize_t slot
+        if self.kernel_code == PRECOMPUTED:
+            self.n_hits += 1
+            return &self.X[i, 0]
+        slot = self.slot_of_row[i]
+        if slot >= 0:
+            self.n_hits += 1
+            if slot != self.head:
+                self._unlink(slot)
+                self._push_front(slot)
+            return &self.buffer[slot, 0]
+        self.n_misses += 1
+        if self.n_used < self.capacity:
+            slot = self.n_used
+            self.n_used += 1
+        else:
+            slot = self.tail
+            self._unlink(slot)
+            self.slot_of_row[self.row_of_slot[slot]] = -1
+        self._compute_row(i, &self.buffer[slot, 0])
+        self.n_kernel_evals += self.n_samples
+        self.slot_of_row[i] = slot
+        self.row_of_slot[slot] = i
+        self._push_front(slot)
+        return &self.buffer[slot, 0]
+
+    cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil:
+        cdef Py_ssize_t j, n = self.n_samples
+        cdef double d, sq_i
+        if self.kernel_code == LAPLACIAN:
+            for j in range(n):
+                out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
+            return
+        dot_with_rows(self.X, i, out)
+        if self.kernel_code == POLY:
+            for j in range(n):
+                out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
+        elif self.kernel_code == RBF:
+            sq_i = self.sq_norms[i]
+            for j in range(n):
+                d = sq_i + self.sq_norms[j] - 2.0 * out[j]
+                out[j] = exp(-self.gamma * d) if d > 0.0 else 1.0
+            out[i] = 1.0  # exact: the expansion ||a||^2 + ||b||^2 - 2ab can leave rounding noise at a == b
+
+    cdef void _unlink(self, Py_ssize_t slot) noexcept nogil:
+        cdef Py_ssize_t p = self.prev_slot[slot], q = self.next_slot[slot]
+        if p >= 0:
+            self.next_slot[p] = q
+        else:
+            self.head = q
+        if q >= 0:
+            self.prev_slot[q] = p
+        else:
+            self.tail = p
+        self.prev_slot[slot] = self.next_slot[slot] = -1
+
+    cdef void _push_front(self, Py_ssize_t slot) noexcept nogil:
+        self.prev_slot[slot] = -1
+        self.next_slot[slot] = self.head
+        if self.head >= 0:
+            self.prev_slot[self.head] = slot
+        self.head = slot
+        if self.tail < 0:
+            self.tail = slot
+
+    # ---- the Python interface ------------------------------------------------------------------
+    def get_row(self, Py_ssize_t i):
+        "A copy of kernel row K[i, :] (through the cache, so the counters move)."
+        if i < 0 or i >= self.n_samples:
+            raise IndexError(f"row {i} is out of range for {self.n_samples} samples")
+        cdef const double* r = self.row(i)
+        out = np.empty(self.n_samples, dtype=np.float64)
+        cdef double[::1] view = out
+        cdef Py_ssize_t j
+        for j in range(self.n_samples):
+            view[j] = r[j]
+        return out
+
+    def get_rows(self, indices):
+        "A copy of K[indices, :], one cached row at a time."
+        return np.stack([self.get_row(int(i)) for i in indices]) if len(indices) else np.empty((0, self.n_samples))
+
+    @property
+    def diagonal(self):
+        "A copy of the kernel diagonal K[i, i], computed once at construction."
+        return np.asarray(self.diag_values).copy()
+
+    @property
+    def kernel(self):
+        return next(name for name, code in KERNEL_CODES.items() if code == self.kernel_code)
+
+    def cached_rows(self):
+        "The row indices in the cache, most recently used first."
+        rows, slot = [], self.head
+        while slot >= 0:
+            rows.append(int(self.row_of_slot[slot]))
+            slot = self.next_slot[slot]
+        return rows
+
+    def stats(self):
+        "Counters: kernel evaluations, row hits and misses, hit rate, and the cache's size in rows."
+        requests = self.n_hits + self.n_misses
+        return {"n_kernel_evals": int(self.n_kernel_evals), "n_hits": int(self.n_hits),
+                "n_misses": int(self.n_misses), "hit_rate": self.n_hits / requests if requests else 0.0,
+                "capacity_rows": int(self.capacity), "cached_rows": int(self.n_used)}
+
+    def reset_stats(self):
+        "Zero the counters (the cached rows stay)."
+        self.n_kernel_evals = self.n_hits = self.n_misses = 0
+
+    def clear(self):
+        "Drop every cached row (the counters stay)."
+        self.slot_of_row[:] = -1
+        self.row_of_slot[:] = -1
+        self.prev_slot[:] = -1
+        self.next_slot[:] = -1
+        self.head = self.tail = -1
+        self.n_used = 0
+
+    def __reduce__(self):
+        raise TypeError("a KernelCache holds a row buffer tied to one process and is not picklable; build a new one")
+
+    def __repr__(self):
+        return (f"KernelCache(kernel={self.kernel!r}, n_samples={self.n_samples}, "
+                f"capacity_rows={self.capacity}, cache_size={self.cache_size} MB)")
+
+
+def replay(KernelCache cache, requests):
+    """Request the rows `requests` in order through `cache`, in place and without the GIL, as a solver does.
+
+    Returns a checksum (the sum of the diagonal entries read) so the reads cannot be optimised away.
+    Used to measure what the cache saves a solver; the Python `get_row` adds a copy per request."""
+    cdef Py_ssize_t[::1] order = np.ascontiguousarray(requests, dtype=np.intp)
+    if order.shape[0] and (np.min(order) < 0 or np.max(order) >= cache.n_samples):
+        raise IndexError(f"requests must lie in [0, {cache.n_samples}); got [{np.min(order)}, {np.max(order)}]")
+    cdef Py_ssize_t t, i
+    cdef double checksum = 0.0
+    cdef const double* r
+    with nogil:
+        for t in range(order.shape[0]):
+            i = order[t]
+            r = cache.row(i)
+            checksum += r[i]
+    return checksum

@@ -1,0 +1,25 @@
+# Only the compiled extensions live here; all metadata is in pyproject.toml.
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+CYTHON_MODULES = ["_kernels"]
+
+extensions = [
+    Extension(
+        f"klrlab.{name}",
+        [f"klrlab/{name}.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3", "-g0"],
+    )
+    for name in CYTHON_MODULES
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
+                             "cdivision": True, "initializedcheck": False},
+    )
+)

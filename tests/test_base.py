@@ -1,0 +1,191 @@
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from klrlab.base import Certificate, SolverResult
+from klrlab.kernels import Kernel, rbf_kernel
+
+from conftest import GeometricMeanClassifier, KernelMeanClassifier, mean_classifier_solution
+
+
+@parametrize_with_checks([KernelMeanClassifier(), GeometricMeanClassifier(),
+                          KernelMeanClassifier(kernel="linear"), GeometricMeanClassifier(kernel="laplacian")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_certificate_and_result_invariant():
+    assert Certificate("dual_gap", 1e-9, 1e-8).satisfied
+    assert not Certificate("dual_gap", float("nan"), 1e-8).satisfied
+    assert "dual_gap = 0.1 (> tol 0.001)" in str(Certificate("dual_gap", 0.1, 1e-3))
+    with pytest.raises(ValueError, match="cannot be converged while its certificate fails"):
+        SolverResult(np.zeros(2), 0.0, Certificate("kkt_violation", 1.0, 1e-6), 3, 0, converged=True)
+    r = SolverResult([1, 2], 0.5, Certificate("kkt_violation", 1.0, 1e-6), 3, 0, converged=False)
+    assert r.alpha.dtype == np.float64 and r.trace_frame().empty
+
+
+@pytest.mark.parametrize("labels", [(0, 1), (-1, 1), (3, 7), ("ham", "spam"), (True, False)])
+def test_labels_map_to_pm1_and_back(blobs, labels):
+    X, y01 = blobs
+    y = np.array(labels, dtype=object if isinstance(labels[0], str) else None)[y01]
+    clf = KernelMeanClassifier(gamma=0.5).fit(X, y)
+    assert list(clf.classes_) == sorted(set(labels))
+    pred = clf.predict(X)
+    assert set(pred) <= set(labels) and (pred == y).mean() > 0.9
+    # classes_[1] is the +1 class: positive decision values predict it
+    f = clf.decision_function(X)
+    assert np.all(pred[f > 0] == clf.classes_[1]) and np.all(pred[f <= 0] == clf.classes_[0])
+
+
+def test_binary_fit_matches_the_closed_form(blobs):
+    X, y = blobs
+    clf = KernelMeanClassifier(gamma=0.5).fit(X, y)
+    K = rbf_kernel(X, gamma=0.5)
+    alpha, bias = mean_classifier_solution(np.where(y == 1, 1.0, -1.0), K)
+    np.testing.assert_allclose(clf.dual_coef_[0], (alpha * np.where(y == 1, 1, -1))[clf.support_], rtol=1e-12)
+    np.testing.assert_allclose(clf.decision_function(X[:5]), K[:5] @ (alpha * np.where(y == 1, 1, -1)) + bias, rtol=1e-10)
+    assert clf.dual_coef_.shape == (1, 60) and clf.intercept_.shape == (1,)
+    assert np.isscalar(clf.n_iter_) and clf.converged_ and clf.residual_ == 0.0 and clf.tol_ == 0.0
+    assert list(clf.n_support_) == [30, 30] and clf.support_vectors_.shape == (60, 2)
+
+
+def test_one_vs_rest(blobs):
+    X, y = blobs
+    rng = np.random.default_rng(1)
+    X3 = np.r_[X, rng.normal([0, 5], 1, (30, 2))]
+    y3 = np.r_[y, [2] * 30]
+    clf = GeometricMeanClassifier(gamma=0.5).fit(X3, y3)
+    scores = clf.decision_function(X3)
+    assert scores.shape == (90, 3) and clf.dual_coef_.shape == (3, 90) and clf.intercept_.shape == (3,)
+    assert clf.n_iter_.shape == (3,) and clf.converged_.all() and clf.kkt_violation_.shape == (3,)
+    assert (clf.predict(X3) == y3).mean() > 0.85
+    # each column is the binary problem "class k vs rest"
+    for k in range(3):
+        binary = GeometricMeanClassifier(gamma=0.5).fit(X3, np.where(y3 == k, 1, 0))
+        np.testing.assert_allclose(scores[:, k], binary.decision_function(X3), rtol=1e-9, atol=1e-12)
+
+
+def test_kernel_cache_shared_across_one_vs_rest(blobs):
+    X, y = blobs
+    X3, y3 = np.r_[X, X[:10] + 5], np.r_[y, [2] * 10]
+    clf = KernelMeanClassifier(gamma=0.5).fit(X3, y3)
+    # the first problem computes every row, the next two find them cached
+    assert list(clf.n_kernel_evals_) == [70 * 70, 0, 0]
+
+
+def test_precomputed_equals_explicit_kernel(blobs):
+    X, y = blobs
+    k = Kernel("rbf", gamma=0.5)
+    explicit = KernelMeanClassifier(gamma=0.5).fit(X, y)
+    pre = KernelMeanClassifier(kernel="precomputed").fit(k(X), y)
+    np.testing.assert_allclose(pre.decision_function(k(X[:9], X)), explicit.decision_function(X[:9]), rtol=1e-12)
+    assert pre.__sklearn_tags__().input_tags.pairwise and not explicit.__sklearn_tags__().input_tags.pairwise
+    with pytest.raises(ValueError, match="features"):
+        pre.predict(k(X[:9], X[:50]))  # must be the kernel against all 60 training points
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(C=0.0), "'C' parameter"), (dict(C=-1.0), "'C' parameter"), (dict(tol=0.0), "'tol' parameter"),
+    (dict(max_iter=0), "'max_iter' parameter"), (dict(kernel="gauss"), "'kernel' parameter"),
+    (dict(gamma=0.0), "'gamma' parameter"), (dict(gamma="wide"), "'gamma' parameter"),
+    (dict(degree=0), "'degree' parameter"), (dict(coef0=-0.5), "'coef0' parameter"),
+    (dict(cache_size=0), "'cache_size' parameter"), (dict(warm_start="yes"), "'warm_start' parameter"),
+])
+def test_bad_parameters_name_the_parameter_and_range(blobs, params, match):
+    X, y = blobs
+    with pytest.raises(ValueError, match=match):
+        GeometricMeanClassifier(**params).fit(X, y)
+
+
+def test_bad_data(blobs):
+    X, y = blobs
+    clf = GeometricMeanClassifier()
+    with pytest.raises(ValueError, match="NaN"):
+        clf.fit(np.where(X > 2.5, np.nan, X), y)
+    with pytest.raises(ValueError, match="infinity"):
+        clf.fit(np.where(X > 2.5, np.inf, X), y)
+    with pytest.raises(ValueError, match="at least 2 classes in y; got only one class: 1"):
+        clf.fit(X, np.ones(len(y)))
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        clf.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="Unknown label type"):
+        clf.fit(X, np.linspace(0, 1, len(y)))
+    with pytest.raises(ValueError, match="1 sample"):
+        clf.fit(X[:1], y[:1])
+    with pytest.raises(TypeError, match="dense data is required"):
+        clf.fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="Expected 2D array"):
+        clf.fit(X[:, 0], y)
+    fitted = GeometricMeanClassifier().fit(X, y)
+    with pytest.raises(ValueError, match="X has 3 features, but GeometricMeanClassifier is expecting 2"):
+        fitted.predict(np.c_[X, X[:, :1]])
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.decision_function(np.full((2, 2), np.nan))
+
+
+def test_not_fitted_error():
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        KernelMeanClassifier().predict(np.zeros((2, 2)))
+
+
+def test_binary_only_estimators_refuse_three_classes(blobs):
+    X, y = blobs
+
+    class BinaryOnly(KernelMeanClassifier):
+        _binary_only = True
+
+    with pytest.raises(ValueError, match="binary classifier; y has 3 classes"):
+        BinaryOnly().fit(np.r_[X, X[:5]], np.r_[y, [2] * 5])
+
+
+def test_max_iter_warns_with_the_measure_reached(blobs):
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning, match=r"did not converge in 3 iterations: kkt_violation = .* \(> tol 1e-06\)"):
+        clf = GeometricMeanClassifier(max_iter=3).fit(X, y)
+    assert not clf.converged_ and clf.n_iter_ == 3 and clf.kkt_violation_ > clf.tol_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        GeometricMeanClassifier(max_iter=1000).fit(X, y)
+
+
+def test_multiclass_warning_names_the_problem(blobs):
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning, match=r"class 2 vs rest"):
+        GeometricMeanClassifier(max_iter=2).fit(np.r_[X, X[:6] + 4], np.r_[y, [2] * 6])
+
+
+def test_warm_start_resumes_from_the_previous_solution(blobs):
+    X, y = blobs
+    with pytest.warns(ConvergenceWarning):
+        clf = GeometricMeanClassifier(max_iter=3, warm_start=True).fit(X, y)
+    first = clf.kkt_violation_
+    with pytest.warns(ConvergenceWarning):
+        clf.fit(X, y)  # continues: 3 more halvings
+    assert clf.kkt_violation_ == pytest.approx(first * 2.0 ** -3, rel=1e-6)
+    cold = GeometricMeanClassifier(max_iter=1000).fit(X, y)
+    warm = GeometricMeanClassifier(max_iter=1000, warm_start=True)
+    warm.fit(X, y)
+    warm.fit(X, y)
+    assert warm.n_iter_ == 0 < cold.n_iter_
+    warm.fit(X[:40], y[:40])  # a different problem: starts cold
+    assert warm.n_iter_ > 0
+
+
+def test_pickle_roundtrip(blobs):
+    X, y = blobs
+    clf = GeometricMeanClassifier(gamma=0.5).fit(X, y)
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.decision_function(X), clf.decision_function(X))
+
+
+def test_deterministic(blobs):
+    X, y = blobs
+    a = GeometricMeanClassifier().fit(X, y).decision_function(X)
+    b = GeometricMeanClassifier().fit(X, y).decision_function(X)
+    np.testing.assert_array_equal(a, b)

@@ -1,0 +1,44 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from klrlab.cli import main
+from klrlab.docs import quarto_available
+
+SCRIPT = Path(sys.executable).parent / "klrlab"
+
+
+def test_console_script_is_installed_and_documents_its_commands():
+    out = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "docs" in out and "settings" in out
+    out = subprocess.run([str(SCRIPT), "docs", "--help"], capture_output=True, text=True, check=True).stdout
+    assert "--renderer" in out and "--out" in out and "--no-check" in out
+
+
+def test_settings_command(capsys):
+    assert main(["settings"]) == 0
+    out = capsys.readouterr().out
+    assert "profile" in out and "KLRLAB_MIRROR" in out
+
+
+def test_bad_setting_is_a_usage_error(capsys, monkeypatch):
+    monkeypatch.setenv("KLRLAB_PROFILE", "fastest")
+    assert main(["settings"]) == 2
+    assert "profile = 'fastest'" in capsys.readouterr().err
+
+
+def test_unknown_command_and_bad_choice_exit_2():
+    with pytest.raises(SystemExit) as e:
+        main(["fly"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["docs", "--renderer", "pdf"])
+    assert e.value.code == 2
+
+
+@pytest.mark.skipif(quarto_available(), reason="quarto is installed here")
+def test_quarto_renderer_without_quarto_is_a_clear_error(capsys):
+    assert main(["docs", "--renderer", "quarto"]) == 2
+    assert "quarto command is not installed" in capsys.readouterr().err

@@ -1,0 +1,140 @@
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from klrlab.docs import build_docs, check_site, doc_notebooks, notebook_figures, page_name, quarto_available, stage_quarto_names
+
+ROOT = Path(__file__).resolve().parents[1]
+FOOTER = "klrlab: kernel classifiers trained in the dual"
+
+
+def test_quarto_yml_has_one_copy():
+    link = ROOT / "nbs" / "_quarto.yml"
+    assert link.is_symlink() and link.resolve() == (ROOT / "_quarto.yml").resolve()
+    assert FOOTER in (ROOT / "_quarto.yml").read_text()
+
+
+def test_readme_and_index_say_the_same():
+    nb = json.loads((ROOT / "nbs" / "index.ipynb").read_text())
+    parts = []
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        parts.append(src if cell["cell_type"] == "markdown" else f"```python\n{src}\n```")
+    squash = lambda s: re.sub(r"\s+", " ", s).strip()
+    assert squash("\n\n".join(parts)) == squash((ROOT / "README.md").read_text())
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("docs") / "site"
+    report = build_docs(renderer="auto", out=out)
+    return report
+
+
+def test_site_builds_with_every_page_figure_and_link(built_site):
+    report = built_site
+    assert report.problems == [], report.problems
+    assert report.renderer == ("quarto" if quarto_available() else "fallback")
+    for page in ["index.html", "config.html", "kernels.html", "base.html", "docs.html", "cli.html"]:
+        assert page in report.pages
+    kernels = (report.site / "kernels.html").read_text()
+    assert kernels.count("data:image/png") >= 1 and "replay" in kernels  # the figure, and the .pyx source
+    assert notebook_figures(ROOT / "nbs" / "01_kernels.ipynb") >= 1
+
+
+def test_both_renderers_read_the_top_level_quarto_yml(built_site):
+    # nbdev's processing stages nbs/_quarto.yml (the link) into _proc/; the renderer reads that copy
+    staged = ROOT / "_proc" / "_quarto.yml"
+    assert staged.read_bytes() == (ROOT / "_quarto.yml").read_bytes()
+    assert FOOTER in (built_site.site / "index.html").read_text()
+
+
+def test_the_check_fails_when_a_page_or_figure_is_missing(built_site, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(built_site.site, site)
+    assert check_site(site, ROOT / "nbs") == []
+    (site / "base.html").unlink()
+    problems = check_site(site, ROOT / "nbs")
+    assert any("missing page: base.html" in p for p in problems)
+    assert any("broken link base.html" in p for p in problems)  # the sidebar links to it
+    kernels = site / "kernels.html"
+    kernels.write_text(re.sub(r'<img src="data:image/png[^"]*"', '<img alt="gone"', kernels.read_text()))
+    assert any(re.search(r"kernels.html: shows 0 image\(s\) but 01_kernels.ipynb has \d+ saved figure", p)
+               for p in check_site(site, ROOT / "nbs"))
+
+
+def toy_notebook(path, figures=0, hidden=0):
+    png = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo="}, "metadata": {}}
+    cells = [{"cell_type": "code", "source": "plot()", "outputs": [png], "metadata": {}}] * figures
+    for directive in ["#| hide", "#| include: false", "#| output: false", "#| eval: false"][:hidden]:
+        cells.append({"cell_type": "code", "source": f"{directive}\nplot()", "outputs": [png], "metadata": {}})
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+def test_page_names_and_notebook_selection(tmp_path):
+    assert page_name("01_kernels.ipynb") == "kernels.html" and page_name("index.ipynb") == "index.html"
+    assert page_name("10a_smo.ipynb") == "smo.html"
+    for name in ["index.ipynb", "01_a.ipynb", "_hidden.ipynb"]:
+        toy_notebook(tmp_path / name)
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    toy_notebook(tmp_path / ".ipynb_checkpoints" / "01_a-checkpoint.ipynb")
+    assert [p.name for p in doc_notebooks(tmp_path)] == ["01_a.ipynb", "index.ipynb"]
+
+
+def test_hidden_figures_are_not_required(tmp_path):
+    toy_notebook(tmp_path / "a.ipynb", figures=2, hidden=4)
+    assert notebook_figures(tmp_path / "a.ipynb") == 2
+
+
+def test_link_checks(tmp_path):
+    nbs, site = tmp_path / "nbs", tmp_path / "site"
+    nbs.mkdir(); site.mkdir(); (site / "sub").mkdir()
+    toy_notebook(nbs / "01_a.ipynb", figures=1)
+    (site / "a.html").write_text(
+        '<h2 id="x">A</h2><img src="fig/one.png">'
+        '<a href="#x">ok</a><a href="#nope">bad fragment</a>'
+        '<a href="/sub/">root-relative dir</a><a href="https://site.org/a.html#x">own site, absolute</a>'
+        '<a href="https://site.org/gone.html">own site, missing</a><a href="https://other.org/gone.html">external</a>'
+        '<a href="mailto:a@b.c">mail</a><link rel="stylesheet" href="missing.css">')
+    problems = check_site(site, nbs, site_url="https://site.org")
+    assert any("broken link fig/one.png" in p for p in problems)
+    assert any("names #nope" in p for p in problems)
+    assert any("broken link /sub/" in p for p in problems)
+    assert any("broken link https://site.org/gone.html" in p for p in problems)
+    assert any("broken link missing.css" in p for p in problems)
+    assert not any("other.org" in p or "mailto" in p or "#x," in p for p in problems)
+    (site / "fig").mkdir(); (site / "fig" / "one.png").write_bytes(b"png")
+    (site / "sub" / "index.html").write_text("<p>sub</p>")
+    (site / "gone.html").write_text("<p>back</p>")
+    (site / "missing.css").write_text("")
+    (site / "a.html").write_text((site / "a.html").read_text().replace("#nope", "#x"))
+    assert check_site(site, nbs, site_url="https://site.org") == []
+
+
+def test_missing_site_folder(tmp_path):
+    assert check_site(tmp_path / "nowhere", tmp_path) == [f"the site folder {tmp_path / 'nowhere'} does not exist"]
+
+
+def test_stage_quarto_names(tmp_path):
+    def processed(name, output):
+        front = {"cell_type": "raw", "metadata": {}, "source": f"---\ntitle: t\noutput-file: {output}\n---\n"}
+        (tmp_path / name).write_text(json.dumps({"cells": [front], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    processed("01_kernels.ipynb", "kernels.html")
+    processed("index.ipynb", "index.html")
+    (tmp_path / "sidebar.yml").write_text("contents:\n  - index.ipynb\n  - 01_kernels.ipynb\n  - 101_kernels.ipynb\n")
+    renamed = stage_quarto_names(tmp_path)
+    assert renamed == {"01_kernels.ipynb": "kernels.ipynb"}
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == ["index.ipynb", "kernels.ipynb"]
+    assert "output-file" not in (tmp_path / "kernels.ipynb").read_text()
+    assert (tmp_path / "sidebar.yml").read_text() == "contents:\n  - index.ipynb\n  - kernels.ipynb\n  - 101_kernels.ipynb\n"
+
+
+def test_bad_renderer():
+    with pytest.raises(ValueError, match="renderer='pdf'; accepted values"):
+        build_docs(renderer="pdf")
+    if not quarto_available():
+        with pytest.raises(RuntimeError, match="quarto command is not installed"):
+            build_docs(renderer="quarto")
