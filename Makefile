@@ -6,7 +6,10 @@ PYTHON ?= python3
 VENV ?= .venv
 OUT ?= out
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.klrlab-installed
+# The install stamp is named by a hash of what the build reads, not by mtimes: nbdev-export rewrites
+# pyproject.toml with the same content, which must not trigger a reinstall.
+BUILD_HASH := $(shell cat pyproject.toml setup.py klrlab/*.pyx klrlab/*.pxd 2>/dev/null | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.klrlab-installed-$(BUILD_HASH)
 
 .PHONY: main test setup build notebooks docs
 
@@ -19,10 +22,11 @@ test: setup
 setup: $(STAMP)
 
 # Reinstall when the packaging or the compiled sources change.
-$(STAMP): pyproject.toml setup.py $(wildcard klrlab/*.pyx klrlab/*.pxd)
+$(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.klrlab-installed-*
 	touch $@
 
 # Recompile the .pyx files in place after an edit (faster than a reinstall).
