@@ -2,6 +2,8 @@
 #   make main   set up, re-run every notebook (refreshing its saved outputs), build and check the docs site
 #   make test   set up, run the notebook tests and the test suite
 SHELL := /bin/bash
+# Same hash seed everywhere, so notebook outputs (e.g. the order of a set in a message) are reproducible.
+export PYTHONHASHSEED := 0
 PYTHON ?= python3
 VENV ?= .venv
 OUT ?= out

@@ -129,14 +129,23 @@ def load_settings(path: Path | str | None = None, env=None) -> Settings:
             values[key] = _parse(key, default, Path.cwd(), "the default")
     return Settings(**values, source=path)
 
-# %% ../nbs/00_config.ipynb #f3e12eaf
+# %% ../nbs/00_config.ipynb #b1350829
+def _display_path(path: Path) -> str:
+    "A path as a reader would write it: relative when under the working directory or its parent, else '~/...' or absolute."
+    path = Path(path)
+    if any(path.is_relative_to(base) for base in (Path.cwd(), Path.cwd().parent)):
+        return os.path.relpath(path, Path.cwd())
+    home = Path.home()
+    return "~/" + str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
+
 def describe_settings(settings: Settings | None = None) -> str:
     "A human-readable listing of the resolved settings and where they came from."
     settings = settings or load_settings()
-    lines = [f"settings file: {settings.source or '(none: defaults)'}"]
+    lines = [f"settings file: {_display_path(settings.source) if settings.source else '(none: defaults)'}"]
     for f in fields(Settings):
         if f.name == "source": continue
         value = getattr(settings, f.name)
-        if f.name == "mirrors": value = os.pathsep.join(map(str, value)) or "(none)"
+        if f.name == "mirrors": value = os.pathsep.join(map(_display_path, value)) or "(none)"
+        elif isinstance(value, Path): value = _display_path(value)
         lines.append(f"{f.name:10s} = {value}    [{SETTING_KEYS[f.name][1]}] {SETTING_KEYS[f.name][2]}")
     return "\n".join(lines)
