@@ -4,6 +4,8 @@
 SHELL := /bin/bash
 # Same hash seed everywhere, so notebook outputs (e.g. the order of a set in a message) are reproducible.
 export PYTHONHASHSEED := 0
+# The lab's mirror of canonical dataset files, when it sits beside the checkout (any folder works: settings.ini).
+export KLRLAB_MIRROR ?= $(abspath $(wildcard ../shared/datasets))
 PYTHON ?= python3
 VENV ?= .venv
 OUT ?= out
