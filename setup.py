@@ -3,7 +3,7 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CYTHON_MODULES = ["_kernels"]
+CYTHON_MODULES = ["_kernels", "_smo"]
 
 extensions = [
     Extension(

@@ -1,0 +1,243 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The dual SMO engine shared by kernel logistic regression and the C-SVM.
+
+Solves   min_a  1/2 a'Qa + sum_i phi(a_i) - lam * sum_i a_i   s.t.  y'a = 0,  lo <= a_i <= hi,
+with Q_ij = y_i y_j K_ij and phi either zero (the C-SVM dual: lam = 1, [lo, hi] = [0, C]) or the KLR entropy term
+phi(a) = C G(a / C) = a log(a / C) + (C - a) log(1 - a / C) (Keerthi et al. 2002; Consolo et al. with lam > 0).
+
+State kept between steps: F_i = sum_j a_j y_j K_ij. With s_i = -y_i grad_i f = -F_i - y_i (phi'(a_i) - lam), a point is
+optimal iff m(a) = max_{I_up} s_i <= M(a) = min_{I_low} s_i (Chen, Fan & Lin 2006); the certificate is m - M.
+This file is hand-written (nbdev cannot export Cython); nbs/10_smo.ipynb derives and tests it.
+"""
+import numpy as np
+from libc.math cimport fabs, log
+from klrlab._kernels cimport KernelCache
+
+cdef enum:
+    HINGE = 0
+    LOGISTIC = 1
+    WSS_FIRST = 0
+    WSS_SECOND = 1
+
+# status codes returned to Python
+STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
+
+cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (SVM only)
+cdef double EPS = 2.220446049250313e-16
+
+
+cdef inline double dphi(int loss, double a, double C) noexcept nogil:
+    "phi'(a): log(a / (C - a)) for the entropy term, 0 for the SVM."
+    if loss == LOGISTIC:
+        return log(a) - log(C - a)
+    return 0.0
+
+
+cdef inline double d2phi(int loss, double a, double C) noexcept nogil:
+    "phi''(a): C / (a (C - a)) for the entropy term, 0 for the SVM."
+    if loss == LOGISTIC:
+        return C / (a * (C - a))
+    return 0.0
+
+
+cdef inline double score(int loss, double F, double y, double a, double C, double lam) noexcept nogil:
+    "s_i = -y_i * grad_i f = -F_i - y_i (phi'(a_i) - lam)."
+    return -F - y * (dphi(loss, a, C) - lam)
+
+
+cdef inline bint in_up(double y, double a, double lo, double hi) noexcept nogil:
+    return (y > 0 and a < hi) or (y < 0 and a > lo)
+
+
+cdef inline bint in_low(double y, double a, double lo, double hi) noexcept nogil:
+    return (y < 0 and a < hi) or (y > 0 and a > lo)
+
+
+cdef inline double pair_slope(int loss, double t, double Fi, double Fj, double eta, double ai, double aj,
+                              double yi, double yj, double C, double lam) noexcept nogil:
+    "d/dt f(a_i + y_i t, a_j - y_j t): (F_i - F_j) + t eta + y_i phi'(a_i + y_i t) - y_j phi'(a_j - y_j t) - lam (y_i - y_j)."
+    return (Fi - Fj) + t * eta + yi * dphi(loss, ai + yi * t, C) - yj * dphi(loss, aj - yj * t, C) - lam * (yi - yj)
+
+
+cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, double Kij, double ai, double aj,
+                       double yi, double yj, double C, double lam, double lo, double hi, bint* at_end) noexcept nogil:
+    """The exact minimiser t* in (0, U] of f along the pair direction (i gains y_i t, j loses y_j t).
+
+    SVM: the clipped Newton step. KLR: phi' is strictly increasing, so if the slope at the wall U is still negative the
+    minimiser is the wall; otherwise the root of the slope in (0, U), by Newton safeguarded with bisection, to rounding."""
+    cdef double Ui = (hi - ai) if yi > 0 else (ai - lo)
+    cdef double Uj = (aj - lo) if yj > 0 else (hi - aj)
+    cdef double U = Ui if Ui < Uj else Uj
+    cdef double eta = Kii + Kjj - 2.0 * Kij
+    cdef double slope0 = pair_slope(loss, 0.0, Fi, Fj, eta, ai, aj, yi, yj, C, lam)
+    cdef double t, t_new, d, curv, a_left, b_right
+    cdef int k
+    at_end[0] = False
+    if U <= 0.0 or slope0 >= 0.0:
+        return 0.0
+    if loss == HINGE:
+        if eta <= 0.0:
+            eta = TAU_CURVATURE
+        t = -slope0 / eta
+        if t >= U:
+            at_end[0] = True
+            return U
+        return t
+    if pair_slope(loss, U, Fi, Fj, eta, ai, aj, yi, yj, C, lam) <= 0.0:
+        at_end[0] = True
+        return U
+    a_left, b_right, t = 0.0, U, 0.0
+    d = slope0
+    for k in range(200):
+        curv = eta + d2phi(loss, ai + yi * t, C) + d2phi(loss, aj - yj * t, C)
+        t_new = t - d / curv
+        if not (a_left < t_new < b_right):
+            t_new = 0.5 * (a_left + b_right)
+        if fabs(t_new - t) <= 4.0 * EPS * t_new:
+            t = t_new
+            break
+        t = t_new
+        d = pair_slope(loss, t, Fi, Fj, eta, ai, aj, yi, yj, C, lam)
+        if d == 0.0:
+            break
+        if d < 0.0:
+            a_left = t
+        else:
+            b_right = t
+        if b_right - a_left <= 4.0 * EPS * b_right:
+            break
+    return t
+
+
+def init_gradient(KernelCache cache, const double[::1] y, const double[::1] alpha, double[::1] F):
+    "F_i = sum_j alpha_j y_j K_ij, one cached row per non-zero alpha_j."
+    cdef Py_ssize_t n = y.shape[0], i, k
+    cdef const double* row
+    cdef double c
+    if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
+        raise ValueError("cache, y, alpha and F must have the same number of samples")
+    with nogil:
+        for k in range(n):
+            F[k] = 0.0
+        for i in range(n):
+            c = alpha[i] * y[i]
+            if c != 0.0:
+                row = cache.row(i)
+                for k in range(n):
+                    F[k] += c * row[k]
+
+
+cdef double objective_nogil(int loss, const double[::1] y, const double[::1] alpha, const double[::1] F,
+                           double C, double lam) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double total = 0.0, a
+    for i in range(y.shape[0]):
+        a = alpha[i]
+        total += 0.5 * a * y[i] * F[i] - lam * a
+        if loss == LOGISTIC:
+            total += (a * log(a / C) if a > 0.0 else 0.0) + ((C - a) * log((C - a) / C) if a < C else 0.0)
+    return total
+
+
+def objective(int loss, const double[::1] y, const double[::1] alpha, const double[::1] F, double C, double lam):
+    "f(a) = 1/2 sum_i a_i y_i F_i + sum_i phi(a_i) - lam sum_i a_i."
+    if not (y.shape[0] == alpha.shape[0] == F.shape[0]):
+        raise ValueError("y, alpha and F must have the same length")
+    return objective_nogil(loss, y, alpha, F, C, lam)
+
+
+def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
+        double lo, double hi, int wss, double tol, long long max_iter,
+        double[::1] trace_gap=None, double[::1] trace_step=None, long long[::1] trace_pairs=None,
+        double[::1] trace_objective=None):
+    """Run SMO from a feasible `alpha` (updated in place) with F = K (alpha * y) (updated in place).
+
+    Returns (n_iter, m - M, status code). With trace arrays (length >= max_iter + 1) it records per iteration the
+    violation m - M before the step, the step t, the working pair (i, j) in trace_pairs[2k], trace_pairs[2k+1], and the
+    objective before the step (an O(n) sum, so only when tracing)."""
+    cdef Py_ssize_t n = y.shape[0], k, i, j
+    cdef long long it = 0
+    cdef int status = 1
+    cdef double s, m_val, M_val, best, v, q, Kii, t, gap = 0.0
+    cdef const double* row_i
+    cdef const double* row_j
+    cdef bint at_end, record = trace_gap is not None
+    cdef double[::1] diag = cache.diag_values
+    if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
+        raise ValueError("cache, y, alpha and F must have the same number of samples")
+    if record and (trace_step is None or trace_pairs is None or trace_objective is None
+                   or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
+                   or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
+        raise ValueError("trace arrays must hold max_iter + 1 entries")
+    with nogil:
+        while True:
+            # maximal violating pair: i = argmax_{I_up} s, and M = min_{I_low} s
+            i = -1
+            j = -1
+            m_val = -1e300
+            M_val = 1e300
+            for k in range(n):
+                s = score(loss, F[k], y[k], alpha[k], C, lam)
+                if in_up(y[k], alpha[k], lo, hi) and s > m_val:
+                    m_val = s
+                    i = k
+                if in_low(y[k], alpha[k], lo, hi) and s < M_val:
+                    M_val = s
+                    j = k
+            gap = m_val - M_val if (i >= 0 and j >= 0) else 0.0
+            if record:
+                trace_gap[it] = gap
+                trace_objective[it] = objective_nogil(loss, y, alpha, F, C, lam)
+            if gap <= tol:
+                status = 0
+                break
+            if it >= max_iter:
+                status = 1
+                break
+            row_i = cache.row(i)
+            if wss == WSS_SECOND:
+                # j = argmax over violating I_low of v^2 / q, q = phi''(0) of the pair (Fan, Chen & Lin; Consolo et al. (34)-(35))
+                Kii = diag[i]
+                best = -1.0
+                for k in range(n):
+                    if not in_low(y[k], alpha[k], lo, hi):
+                        continue
+                    s = score(loss, F[k], y[k], alpha[k], C, lam)
+                    v = m_val - s
+                    if v <= 0.0:
+                        continue
+                    q = Kii + diag[k] - 2.0 * row_i[k]
+                    if loss == LOGISTIC:
+                        q = q + d2phi(loss, alpha[i], C) + d2phi(loss, alpha[k], C)
+                    elif q <= 0.0:
+                        q = TAU_CURVATURE
+                    if v * v / q > best:
+                        best = v * v / q
+                        j = k
+            row_j = cache.row(j)
+            row_i = cache.row(i)   # still cached (capacity >= 2); refreshes its recency
+            t = solve_pair(loss, F[i], F[j], diag[i], diag[j], row_i[j], alpha[i], alpha[j], y[i], y[j],
+                           C, lam, lo, hi, &at_end)
+            if record:
+                trace_step[it] = t
+                trace_pairs[2 * it] = i
+                trace_pairs[2 * it + 1] = j
+            if t <= 0.0:
+                status = 2
+                break
+            alpha[i] += y[i] * t
+            alpha[j] -= y[j] * t
+            if at_end:
+                # snap whichever variable reached its bound exactly onto it
+                if y[i] > 0 and alpha[i] > hi - 4.0 * EPS * hi: alpha[i] = hi
+                if y[i] < 0 and alpha[i] < lo + 4.0 * EPS * hi: alpha[i] = lo
+                if y[j] > 0 and alpha[j] < lo + 4.0 * EPS * hi: alpha[j] = lo
+                if y[j] < 0 and alpha[j] > hi - 4.0 * EPS * hi: alpha[j] = hi
+            if alpha[i] < lo: alpha[i] = lo
+            if alpha[i] > hi: alpha[i] = hi
+            if alpha[j] < lo: alpha[j] = lo
+            if alpha[j] > hi: alpha[j] = hi
+            for k in range(n):
+                F[k] += t * (row_i[k] - row_j[k])
+            it += 1
+    return it, gap, status
