@@ -32,7 +32,7 @@ def reference_scores(K, y, alpha, C, loss="logistic", lam=0.0):
     "s_i = -y_i grad_i f."
     return -(K @ (alpha * y)) - y * (_phi_prime(loss, alpha, C) - lam)
 
-# %% ../nbs/10_smo.ipynb #020ce7f2
+# %% ../nbs/10_smo.ipynb #be10415e
 def reference_smo(K, y, C, loss="logistic", lam=0.0, lo=0.0, hi=None, wss="second", tol=1e-5, max_iter=100_000, alpha0=None):
     "SMO on the full kernel matrix K, for clarity; returns alpha, the KKT violation, iterations and the per-iteration objective."
     y = np.asarray(y, dtype=float)
@@ -61,7 +61,7 @@ def reference_smo(K, y, C, loss="logistic", lam=0.0, lo=0.0, hi=None, wss="secon
         slope = lambda t: (F[i] - F[j]) + t * eta + y[i] * _phi_prime(loss, alpha[i] + y[i] * t, C) \
                           - y[j] * _phi_prime(loss, alpha[j] - y[j] * t, C) - lam * (y[i] - y[j])
         if loss == "logistic":
-            t = U if slope(U) <= 0 else brentq(slope, 0.0, U, xtol=1e-15 * U, rtol=4 * np.finfo(float).eps, maxiter=500)
+            t = U if slope(U) <= 0 else brentq(slope, 0.0, U, xtol=np.finfo(float).tiny, rtol=4 * np.finfo(float).eps, maxiter=5000)
         else:
             t = min(U, -slope(0.0) / (eta if eta > 0 else 1e-12))
         alpha[i] = np.clip(alpha[i] + y[i] * t, lo, hi)
