@@ -665,19 +665,24 @@ def _series_files(name, sizes, pool_name):
     present = {m for m in sizes if (m, m) in CANONICAL_FILES and sizes[m] <= sizes[larger]} | {pool_name}
     return tuple((m, m) for m in sorted(present, key=sizes.get))
 
-# %% ../nbs/02_datasets.ipynb #331b0714
+# %% ../nbs/02_datasets.ipynb #f8349d09
+def _register_derived(name, sizes, pool_name, n_features, papers, balance, label_rule, source):
+    "Register a missing series member, rebuilt nested between its neighbours (see above)."
+    n = sizes[name]
+    return register(DatasetSpec(name, f"{source.split(' (')[0]} ({name}), rebuilt from its series", papers, "derived",
+                                _series_files(name, sizes, pool_name), _series_loader(name, sizes, pool_name, n_features),
+                                n, _pool_size(pool_name) - n, n_features, balance, label_rule, f"derived from {source}",
+                                LIBSVM_LICENCE, substitute_for=(name,), notes="The original file is not available; see 'Derived sets'."))
+
+def _pool_size(pool_name: str) -> int:
+    return {"a9a": 32561, "w8a": 49749}[pool_name]
+
 for _name in ("a4a", "a5a", "a6a"):
-    _n = ADULT_SIZES[_name]
-    register(DatasetSpec(_name, f"Adult ({_name}), rebuilt from the a-series", _papers_for(_ADULT_PAPERS[_name], _n, 123), "derived",
-                         _series_files(_name, ADULT_SIZES, "a9a"), _series_loader(_name, ADULT_SIZES, "a9a", 123), _n, 32561 - _n, 123,
-                         "+1: 7841, -1: 24720", "+1 = income > 50K", "derived from LIBSVM's a3a, a7a and a9a", LIBSVM_LICENCE,
-                         substitute_for=(_name,), notes="The original file is not available; see 'Derived sets'."))
+    _register_derived(_name, ADULT_SIZES, "a9a", 123, _papers_for(_ADULT_PAPERS[_name], ADULT_SIZES[_name], 123),
+                      "+1: 7841, -1: 24720", "+1 = income > 50K", "Adult (LIBSVM's a-series)")
 for _name in ("w2a", "w5a"):
-    _n = WEB_SIZES[_name]
-    register(DatasetSpec(_name, f"Web pages ({_name}), rebuilt from the w-series", {"002": f"{_n} train ×300"}, "derived",
-                         _series_files(_name, WEB_SIZES, "w8a"), _series_loader(_name, WEB_SIZES, "w8a", 300), _n, 49749 - _n, 300,
-                         "+1: 1479, -1: 48270", "+1 = +1", "derived from LIBSVM's w-series", LIBSVM_LICENCE,
-                         substitute_for=(_name,), notes="The original file is not available; see 'Derived sets'."))
+    _register_derived(_name, WEB_SIZES, "w8a", 300, {"002": f"{WEB_SIZES[_name]} train ×300"},
+                      "+1: 1479, -1: 48270", "+1 = +1", "Web pages (LIBSVM's w-series)")
 for _name in ("w1a", "w3a"):
     _n = WEB_SIZES[_name]
     register(DatasetSpec(_name, f"Web pages ({_name}, Platt)", {"002": f"{_n} train ×300"}, "file",
