@@ -109,6 +109,26 @@ cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, d
     return t
 
 
+cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_ssize_t i, Py_ssize_t j, double t,
+                     bint at_end, double lo, double hi, const double* row_i, const double* row_j) noexcept nogil:
+    "Take the step t on the pair: a_i += y_i t, a_j -= y_j t (snapping a variable that reached its bound), F += t (K_i - K_j)."
+    cdef Py_ssize_t k
+    alpha[i] += y[i] * t
+    alpha[j] -= y[j] * t
+    if at_end:
+        # snap whichever variable reached its bound exactly onto it
+        if y[i] > 0 and alpha[i] > hi - 4.0 * EPS * hi: alpha[i] = hi
+        if y[i] < 0 and alpha[i] < lo + 4.0 * EPS * hi: alpha[i] = lo
+        if y[j] > 0 and alpha[j] < lo + 4.0 * EPS * hi: alpha[j] = lo
+        if y[j] < 0 and alpha[j] > hi - 4.0 * EPS * hi: alpha[j] = hi
+    if alpha[i] < lo: alpha[i] = lo
+    if alpha[i] > hi: alpha[i] = hi
+    if alpha[j] < lo: alpha[j] = lo
+    if alpha[j] > hi: alpha[j] = hi
+    for k in range(y.shape[0]):
+        F[k] += t * (row_i[k] - row_j[k])
+
+
 def init_gradient(KernelCache cache, const double[::1] y, const double[::1] alpha, double[::1] F):
     "F_i = sum_j alpha_j y_j K_ij, one cached row per non-zero alpha_j."
     cdef Py_ssize_t n = y.shape[0], i, k
@@ -225,19 +245,123 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             if t <= 0.0:
                 status = 2
                 break
-            alpha[i] += y[i] * t
-            alpha[j] -= y[j] * t
-            if at_end:
-                # snap whichever variable reached its bound exactly onto it
-                if y[i] > 0 and alpha[i] > hi - 4.0 * EPS * hi: alpha[i] = hi
-                if y[i] < 0 and alpha[i] < lo + 4.0 * EPS * hi: alpha[i] = lo
-                if y[j] > 0 and alpha[j] < lo + 4.0 * EPS * hi: alpha[j] = lo
-                if y[j] < 0 and alpha[j] > hi - 4.0 * EPS * hi: alpha[j] = hi
-            if alpha[i] < lo: alpha[i] = lo
-            if alpha[i] > hi: alpha[i] = hi
-            if alpha[j] < lo: alpha[j] = lo
-            if alpha[j] > hi: alpha[j] = hi
-            for k in range(n):
-                F[k] += t * (row_i[k] - row_j[k])
+            apply_pair(y, alpha, F, i, j, t, at_end, lo, hi, row_i, row_j)
             it += 1
     return it, gap, status
+
+
+cdef inline bint on_bound(double a, double lo, double hi) noexcept nogil:
+    return a <= lo or a >= hi
+
+
+def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, double C, double lam,
+                double lo, double hi, double tol, long long max_iter):
+    """Keerthi et al.'s two-loop SMO (§5) for the KLR dual, from a feasible alpha (updated in place) with F = K (alpha y).
+
+    Inner loop: maximal violating pairs over the normal group NG (alpha strictly inside the box) until their scores agree
+    to tol; an index that reaches the box moves to the near-boundary group NBG, whose scores are not trusted at large C.
+    Outer loop: each NBG index is tried against the two extreme NG indices; if it moves off its bound it rejoins NG.
+    Stops when an outer pass changes nothing. Returns (n_iter, status code)."""
+    cdef Py_ssize_t n = y.shape[0], k, i, j, a, b, partner, attempt
+    cdef long long it = 0
+    cdef int status = 0
+    cdef double s, sk, sp, m_val, M_val, t
+    cdef bint at_end, changed, stop = False
+    cdef const double* row_a
+    cdef const double* row_b
+    cdef double[::1] diag = cache.diag_values
+    if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
+        raise ValueError("cache, y, alpha and F must have the same number of samples")
+    groups = np.zeros(n, dtype=np.uint8)
+    cdef unsigned char[::1] nbg = groups
+    for k in range(n):
+        nbg[k] = on_bound(alpha[k], lo, hi)
+    with nogil:
+        while not stop:
+            while True:   # inner loop over NG
+                i = -1
+                j = -1
+                m_val = -1e300
+                M_val = 1e300
+                for k in range(n):
+                    if nbg[k]:
+                        continue
+                    s = score(LOGISTIC, F[k], y[k], alpha[k], C, lam)
+                    if s > m_val:
+                        m_val = s
+                        i = k
+                    if s < M_val:
+                        M_val = s
+                        j = k
+                if i < 0 or i == j or m_val - M_val <= tol:
+                    break
+                if it >= max_iter:
+                    status = 1
+                    stop = True
+                    break
+                row_b = cache.row(j)
+                row_a = cache.row(i)
+                t = solve_pair(LOGISTIC, F[i], F[j], diag[i], diag[j], row_a[j], alpha[i], alpha[j], y[i], y[j],
+                               C, lam, lo, hi, &at_end)
+                if t <= 0.0:
+                    status = 2
+                    stop = True
+                    break
+                apply_pair(y, alpha, F, i, j, t, at_end, lo, hi, row_a, row_b)
+                it += 1
+                nbg[i] = on_bound(alpha[i], lo, hi)
+                nbg[j] = on_bound(alpha[j], lo, hi)
+            if stop:
+                break
+            changed = False   # outer pass over NBG
+            for k in range(n):
+                if not nbg[k]:
+                    continue
+                for attempt in range(2):
+                    i = -1
+                    j = -1
+                    m_val = -1e300
+                    M_val = 1e300
+                    for a in range(n):
+                        if nbg[a]:
+                            continue
+                        s = score(LOGISTIC, F[a], y[a], alpha[a], C, lam)
+                        if s > m_val:
+                            m_val = s
+                            i = a
+                        if s < M_val:
+                            M_val = s
+                            j = a
+                    partner = j if attempt == 0 else i
+                    if partner < 0:
+                        break
+                    sk = score(LOGISTIC, F[k], y[k], alpha[k], C, lam)
+                    sp = score(LOGISTIC, F[partner], y[partner], alpha[partner], C, lam)
+                    if fabs(sk - sp) <= tol:
+                        continue   # the guard that prevents ping-pong on near-zero violations
+                    if sk > sp:
+                        a, b = k, partner
+                    else:
+                        a, b = partner, k
+                    row_b = cache.row(b)
+                    row_a = cache.row(a)
+                    t = solve_pair(LOGISTIC, F[a], F[b], diag[a], diag[b], row_a[b], alpha[a], alpha[b], y[a], y[b],
+                                   C, lam, lo, hi, &at_end)
+                    if t <= 0.0:
+                        continue   # k cannot move that way from its bound
+                    if it >= max_iter:
+                        status = 1
+                        stop = True
+                        break
+                    apply_pair(y, alpha, F, a, b, t, at_end, lo, hi, row_a, row_b)
+                    it += 1
+                    nbg[a] = on_bound(alpha[a], lo, hi)
+                    nbg[b] = on_bound(alpha[b], lo, hi)
+                    if not nbg[k]:
+                        changed = True
+                        break
+                if stop:
+                    break
+            if not changed:
+                break
+    return it, status

@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .base import BaseKernelClassifier
 from .smo import solve_dual
 
-# %% ../nbs/11_klr.ipynb #1a4c6dc5
+# %% ../nbs/11_klr.ipynb #fea3fad7
 class KernelLogisticRegression(BaseKernelClassifier):
     "Kernel logistic regression solved in the dual by SMO; `predict_proba` is sigmoid(decision_function)."
 
@@ -27,13 +27,14 @@ class KernelLogisticRegression(BaseKernelClassifier):
         "lam": [Interval(Real, 0, None, closed="left")],
         "wss": [StrOptions({"first", "second"})],
         "bound_eps": [None, Interval(Real, 0, None, closed="neither")],
+        "scheme": [StrOptions({"box", "keerthi"})],
     }
 
     def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, lam=0.0, wss="second", tol=1e-5,
-                 max_iter=10_000_000, cache_size=200.0, warm_start=False, bound_eps=None):
+                 max_iter=10_000_000, cache_size=200.0, warm_start=False, bound_eps=None, scheme="box"):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.lam, self.wss, self.tol, self.max_iter, self.cache_size = lam, wss, tol, max_iter, cache_size
-        self.warm_start, self.bound_eps = warm_start, bound_eps
+        self.warm_start, self.bound_eps, self.scheme = warm_start, bound_eps, scheme
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -46,7 +47,7 @@ class KernelLogisticRegression(BaseKernelClassifier):
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_dual(cache, y, self.C, loss="logistic", lam=self.lam, wss=self.wss, tol=self.tol,
-                          max_iter=self.max_iter, bound_eps=self.bound_eps, alpha0=alpha0)
+                          max_iter=self.max_iter, bound_eps=self.bound_eps, alpha0=alpha0, scheme=self.scheme)
 
     def _support_mask(self, result):
         "Points whose alpha is above the lower bound (with lam = 0: every point, KLR is not sparse)."

@@ -135,3 +135,13 @@ def test_klr_probabilities_near_bayes_on_keerthis_problem():
     clf = KernelLogisticRegression(C=1.0, gamma=0.5).fit(X, y)
     error = np.mean(clf.predict(Xt) != yt)
     assert error < 0.06  # Bayes error 0.046; the paper's tuned KLR 0.0502
+
+
+def test_keerthi_scheme_in_the_estimator(gauss):
+    X, y, Xt, _ = gauss
+    a = KernelLogisticRegression(C=10.0, gamma=0.5, wss="first", tol=1e-8).fit(X, y)
+    b = KernelLogisticRegression(C=10.0, gamma=0.5, wss="first", tol=1e-8, scheme="keerthi").fit(X, y)
+    assert b.converged_ and b.solver_results_[0].info["scheme"] == "keerthi"
+    np.testing.assert_allclose(b.decision_function(Xt), a.decision_function(Xt), atol=1e-5)
+    with pytest.raises(ValueError, match="wss='first'"):
+        KernelLogisticRegression(scheme="keerthi").fit(X, y)   # the default wss is 'second'

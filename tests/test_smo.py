@@ -185,3 +185,28 @@ def test_random_problems_certificate_and_reference(n, seed, C, loss, wss, gamma,
     f_ref = reference_objective(k(X), y, ref["alpha"], C, loss, lam)
     assert ref["gap"] <= 1e-7
     assert abs(res.objective - f_ref) <= 1e-7 * max(1.0, abs(f_ref))
+
+
+@pytest.mark.parametrize("name", PROBLEMS)
+@pytest.mark.parametrize("C", [0.1, 10.0, 1e3])
+def test_keerthi_two_loop_scheme_reaches_the_same_optimum(name, C):
+    X, y, gamma = PROBLEMS[name]
+    k = Kernel("rbf", gamma=gamma)
+    box_run = solve_dual(k.cache(X), y, C, wss="first", tol=1e-7)
+    two_loop = solve_dual(k.cache(X), y, C, wss="first", tol=1e-7, scheme="keerthi")
+    assert two_loop.converged and two_loop.info["scheme"] == "keerthi"
+    assert two_loop.info["finished_by"] in ("keerthi", "box")
+    assert abs(two_loop.objective - box_run.objective) <= 1e-8 * abs(box_run.objective)
+    gap, _ = kkt_violation("logistic", y, two_loop.alpha, k(X) @ (two_loop.alpha * y), C, 0.0, two_loop.info["lo"], two_loop.info["hi"])
+    assert gap <= 1e-7 * 1.01
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(scheme="lazy"), "scheme='lazy'"), (dict(scheme="keerthi", wss="second"), "wss='first'"),
+    (dict(scheme="keerthi", wss="first", loss="hinge", lam=1.0), "loss='logistic'"),
+    (dict(scheme="keerthi", wss="first", trace=True), "trace=True"),
+])
+def test_keerthi_scheme_bad_combinations(kwargs, match):
+    X, y, gamma = PROBLEMS["keerthi"]
+    with pytest.raises(ValueError, match=match):
+        solve_dual(Kernel("rbf", gamma=gamma).cache(X), y, 1.0, **kwargs)
