@@ -138,3 +138,13 @@ def test_bad_renderer():
     if not quarto_available():
         with pytest.raises(RuntimeError, match="quarto command is not installed"):
             build_docs(renderer="quarto")
+
+
+def test_readme_is_well_formed():
+    text = (ROOT / "README.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert len(text) < 20_000, "README.md has grown implausibly: a bad edit?"
+    assert headings.count("# klrlab") == 1 and len(headings) == len(set(headings)), "each README heading appears once"
+    for section in ["## Set-up: two commands", "## A short example", "## The daily loop"]:
+        assert section in headings
+    assert "make main" in text and "make test" in text
