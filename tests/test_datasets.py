@@ -4,6 +4,7 @@ import hashlib
 import http.server
 import io
 import os
+import subprocess
 import tarfile
 import threading
 from collections import Counter
@@ -78,7 +79,7 @@ def test_registry_is_consistent():
 
 def test_no_data_file_is_committed():
     root = Path(__file__).resolve().parents[1]
-    tracked = os.popen(f"git -C {root} ls-files").read().split()
+    tracked = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True).stdout.split()
     canonical_names = {f.file for f in CANONICAL_FILES.values()}
     assert not [t for t in tracked if Path(t).name in canonical_names]
     assert not [t for t in tracked if Path(t).suffix in (".mat", ".asc", ".bz2", ".Z", ".data", ".t")]
