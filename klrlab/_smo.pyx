@@ -254,6 +254,27 @@ cdef inline bint on_bound(double a, double lo, double hi) noexcept nogil:
     return a <= lo or a >= hi
 
 
+cdef void normal_extremes(const double[::1] y, const double[::1] alpha, const double[::1] F, const unsigned char[::1] nbg,
+                          double C, double lam, Py_ssize_t* i_max, Py_ssize_t* i_min, double* s_max, double* s_min) noexcept nogil:
+    "argmax and argmin of the scores over the normal group (indices not in NBG); -1 when the group is empty."
+    cdef Py_ssize_t k
+    cdef double s
+    i_max[0] = -1
+    i_min[0] = -1
+    s_max[0] = -1e300
+    s_min[0] = 1e300
+    for k in range(y.shape[0]):
+        if nbg[k]:
+            continue
+        s = score(LOGISTIC, F[k], y[k], alpha[k], C, lam)
+        if s > s_max[0]:
+            s_max[0] = s
+            i_max[0] = k
+        if s < s_min[0]:
+            s_min[0] = s
+            i_min[0] = k
+
+
 def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, double C, double lam,
                 double lo, double hi, double tol, long long max_iter):
     """Keerthi et al.'s two-loop SMO (§5) for the KLR dual, from a feasible alpha (updated in place) with F = K (alpha y).
@@ -265,7 +286,7 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
     cdef Py_ssize_t n = y.shape[0], k, i, j, a, b, partner, attempt
     cdef long long it = 0
     cdef int status = 0
-    cdef double s, sk, sp, m_val, M_val, t
+    cdef double sk, sp, m_val, M_val, t
     cdef bint at_end, changed, stop = False
     cdef const double* row_a
     cdef const double* row_b
@@ -279,20 +300,7 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
     with nogil:
         while not stop:
             while True:   # inner loop over NG
-                i = -1
-                j = -1
-                m_val = -1e300
-                M_val = 1e300
-                for k in range(n):
-                    if nbg[k]:
-                        continue
-                    s = score(LOGISTIC, F[k], y[k], alpha[k], C, lam)
-                    if s > m_val:
-                        m_val = s
-                        i = k
-                    if s < M_val:
-                        M_val = s
-                        j = k
+                normal_extremes(y, alpha, F, nbg, C, lam, &i, &j, &m_val, &M_val)
                 if i < 0 or i == j or m_val - M_val <= tol:
                     break
                 if it >= max_iter:
@@ -317,21 +325,9 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
             for k in range(n):
                 if not nbg[k]:
                     continue
+                # the NG extremes are shared by both attempts unless a step lands k on its other bound
+                normal_extremes(y, alpha, F, nbg, C, lam, &i, &j, &m_val, &M_val)
                 for attempt in range(2):
-                    i = -1
-                    j = -1
-                    m_val = -1e300
-                    M_val = 1e300
-                    for a in range(n):
-                        if nbg[a]:
-                            continue
-                        s = score(LOGISTIC, F[a], y[a], alpha[a], C, lam)
-                        if s > m_val:
-                            m_val = s
-                            i = a
-                        if s < M_val:
-                            M_val = s
-                            j = a
                     partner = j if attempt == 0 else i
                     if partner < 0:
                         break
@@ -360,6 +356,7 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                     if not nbg[k]:
                         changed = True
                         break
+                    normal_extremes(y, alpha, F, nbg, C, lam, &i, &j, &m_val, &M_val)   # k crossed to its other bound
                 if stop:
                     break
             if not changed:

@@ -884,16 +884,15 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
                     notes=" ".join(t for t in (spec.notes, data.get("notes", "")) if t))
     return out
 
-# %% ../nbs/02_datasets.ipynb #51e123f2
+# %% ../nbs/02_datasets.ipynb #3136ce98
 def status(spec: DatasetSpec, settings=None) -> str:
     "Where `spec` stands here: 'cached', 'mirror', 'generated', 'substitute' or 'missing' (no download, no checksum)."
     if spec.kind == "generated": return "generated"
     if spec.kind == "missing": return "missing"
     places = [locate(CANONICAL_FILES[f], settings) for f in spec.files]
     local = all(p != "missing" for p in places)
-    if spec.kind == "substitute": return "substitute" if local else "missing"
-    if spec.kind == "derived": return "substitute" if local else "missing"
     if not local: return "missing"
+    if spec.kind in ("substitute", "derived"): return "substitute"
     return "cached" if all(p == "cached" for p in places) else "mirror"
 
 def available(settings=None) -> pd.DataFrame:

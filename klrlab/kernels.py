@@ -56,7 +56,7 @@ def _pair(X, Y):
         raise ValueError(f"X has {X.shape[1]} features but Y has {Y.shape[1]}; they must match")
     return X, Y
 
-# %% ../nbs/01_kernels.ipynb #84f52d3b
+# %% ../nbs/01_kernels.ipynb #1bcc952f
 def linear_kernel(X, Y=None) -> np.ndarray:
     "K[i, j] = <X[i], Y[j]>."
     X, Y = _pair(X, Y)
@@ -68,10 +68,7 @@ def polynomial_kernel(X, Y=None, gamma=None, degree: int = 3, coef0: float = 1.0
     gamma = 1.0 / X.shape[1] if gamma is None else gamma
     return (gamma * (X @ Y.T) + coef0) ** degree
 
-def squared_distances(X, Y=None) -> np.ndarray:
-    "D[i, j] = |X[i] - Y[j]|^2 by the BLAS expansion, clipped at 0 (and exactly 0 on the diagonal when Y is X)."
-    same = Y is None or Y is X
-    X, Y = _pair(X, Y)
+def _squared_distances(X: np.ndarray, Y: np.ndarray, same: bool) -> np.ndarray:
     D = -2.0 * (X @ Y.T)
     D += np.einsum("ij,ij->i", X, X)[:, None]
     D += np.einsum("ij,ij->i", Y, Y)[None, :]
@@ -79,12 +76,18 @@ def squared_distances(X, Y=None) -> np.ndarray:
     if same: np.fill_diagonal(D, 0.0)
     return D
 
-# %% ../nbs/01_kernels.ipynb #c440fb9b
+def squared_distances(X, Y=None) -> np.ndarray:
+    "D[i, j] = |X[i] - Y[j]|^2 by the BLAS expansion, clipped at 0 (and exactly 0 on the diagonal when Y is X)."
+    same = Y is None or Y is X
+    return _squared_distances(*_pair(X, Y), same)
+
+# %% ../nbs/01_kernels.ipynb #cc79df01
 def rbf_kernel(X, Y=None, gamma=None) -> np.ndarray:
     "K[i, j] = exp(-gamma |X[i] - Y[j]|^2); `gamma=None` means 1 / n_features."
-    X_checked = check_matrix(X, "X")
-    gamma = 1.0 / X_checked.shape[1] if gamma is None else gamma
-    D = squared_distances(X_checked, X_checked if Y is None or Y is X else Y)
+    same = Y is None or Y is X
+    X, Y = _pair(X, Y)
+    gamma = 1.0 / X.shape[1] if gamma is None else gamma
+    D = _squared_distances(X, Y, same)
     return np.exp(-gamma * D, out=D)
 
 def laplacian_kernel(X, Y=None, gamma=None) -> np.ndarray:

@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .base import BaseKernelClassifier
 from .smo import solve_dual
 
-# %% ../nbs/11_klr.ipynb #fea3fad7
+# %% ../nbs/11_klr.ipynb #6930d4e7
 class KernelLogisticRegression(BaseKernelClassifier):
     "Kernel logistic regression solved in the dual by SMO; `predict_proba` is sigmoid(decision_function)."
 
@@ -41,8 +41,6 @@ class KernelLogisticRegression(BaseKernelClassifier):
         "Fit the model on training data `X` (or a precomputed kernel) and labels `y`."
         if self.lam > 0:
             raise NotImplementedError("lam > 0 is sparse KLR (Consolo et al.), not implemented yet; use lam=0")
-        if self.bound_eps is not None and self.bound_eps >= self.C / 2:
-            raise ValueError(f"bound_eps={self.bound_eps!r} must be smaller than C/2 = {self.C / 2:g}")
         return self._fit(X, y)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
