@@ -1,5 +1,6 @@
 # The README's two commands:
-#   make main   set up, re-run every notebook (refreshing its saved outputs), build and check the docs site
+#   make main   set up, reproduce every implemented paper (quick profile), re-run every notebook (refreshing
+#               its saved outputs), build and check the docs site; tables, figures and site land in $(OUT)
 #   make test   set up, run the notebook tests and the test suite
 SHELL := /bin/bash
 # Same hash seed everywhere, so notebook outputs (e.g. the order of a set in a message) are reproducible.
@@ -9,15 +10,18 @@ export KLRLAB_MIRROR ?= $(abspath $(wildcard ../shared/datasets))
 PYTHON ?= python3
 VENV ?= .venv
 OUT ?= out
+PROFILE ?= quick
+# The notebooks' reproduction cells read and write the same folder as `klrlab repro`, so they reuse its cells.
+export KLRLAB_OUT := $(abspath $(OUT))
 BIN := $(VENV)/bin
 # The install stamp is named by a hash of what the build reads, not by mtimes: nbdev-export rewrites
 # pyproject.toml with the same content, which must not trigger a reinstall.
 BUILD_HASH := $(shell cat pyproject.toml setup.py klrlab/*.pyx klrlab/*.pxd 2>/dev/null | sha256sum | cut -c1-16)
 STAMP := $(VENV)/.klrlab-installed-$(BUILD_HASH)
 
-.PHONY: main test setup build notebooks docs
+.PHONY: main test setup build repro notebooks docs
 
-main: setup notebooks docs
+main: setup repro notebooks docs
 
 test: setup
 	$(BIN)/nbdev-test --n-workers 2
@@ -36,6 +40,10 @@ $(STAMP):
 # Recompile the .pyx files in place after an edit (faster than a reinstall).
 build: setup
 	$(BIN)/python setup.py -q build_ext --inplace
+
+# The papers' tables and figures, ours beside the published numbers: $(OUT)/<paper>/ (make main PROFILE=paper: full protocols).
+repro: setup
+	$(BIN)/klrlab repro all --profile $(PROFILE) --out $(OUT)
 
 notebooks: setup
 	$(BIN)/nbdev-test --n-workers 2 --save

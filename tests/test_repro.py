@@ -1,0 +1,267 @@
+"""The reproduction harness: published tables (checked against the papers' own arithmetic), resume after a kill,
+Dask = local, bad input, offline runs, and the CLI."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import friedmanchisquare, wilcoxon
+
+from klrlab.cli import main
+from klrlab.datasets import REGISTRY
+from klrlab.repro import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, key_columns, published,
+                          published_tables, run)
+
+TABLES = [name.split("_", 1) for name in published_tables()]
+
+
+def close(printed, recomputed, rel=1e-3):
+    "Printed numbers are rounded: agree to 0.1 % of the number (or 0.001 absolute below 1)."
+    return abs(printed - recomputed) <= rel * max(1.0, abs(printed))
+
+
+# ---------------------------------------------------------------- published tables
+
+def test_every_paper_has_tables():
+    counts = {p: len(published_tables(p)) for p in PAPERS}
+    assert counts == {"consolo": 5, "keerthi": 5, "frandi": 8, "zhou": 7, "ong": 4}, counts
+
+
+@pytest.mark.parametrize("paper,table", TABLES)
+def test_published_table_is_tidy(paper, table):
+    frame = published(paper, table)
+    if "value" not in frame:                               # text-only tables (hypotheses, complexity classes)
+        assert len(frame) >= 3 and frame.shape[1] >= 3 and frame.iloc[:, 0].notna().any()
+        return
+    keys = key_columns(frame)
+    assert not frame.duplicated(keys).any(), "each printed number appears once"
+    assert pd.api.types.is_numeric_dtype(frame.value)
+    missing = frame[frame.value.isna()]
+    assert (missing.note != "").all(), "an omitted entry carries the paper's reason"
+    if "dataset" in frame:
+        names = set(frame.dataset) - {"average", "adult"}
+        assert names <= set(REGISTRY), names - set(REGISTRY)
+
+
+@pytest.mark.parametrize("table", ["table2", "table3", "table4", "table5"])
+def test_consolo_averages_recompute_from_rows(table):
+    frame = published("consolo", table)
+    keys = [k for k in ("method", "selection", "metric") if k in frame]
+    rows, average = frame[frame.dataset != "average"], frame[frame.dataset == "average"].set_index(keys)
+    assert rows.dataset.nunique() == 12
+    means, stds = rows.groupby(keys).value.mean(), rows.groupby(keys).value.std()
+    for key, printed in average.iterrows():
+        assert close(printed.value, means[key]), (key, printed.value, means[key])
+        if not np.isnan(printed["std"]):
+            assert close(printed["std"], stds[key]), (key, printed["std"], stds[key])
+
+
+def test_consolo_table4_ratio_column():
+    wide = published("consolo", "table4").query("dataset != 'average'").pivot(index="dataset", columns="method", values="value")
+    assert np.allclose(wide["2ord/1ord"], wide["S-KLR-2ord"] / wide["S-KLR-1ord"], atol=1e-3)
+
+
+def test_frandi_statistics_recompute_from_table3():
+    "Table 5's Wilcoxon W and Iman-Davenport F for time recompute exactly from Table 3 (26 datasets)."
+    times = published("frandi", "table3").pivot(index="dataset", columns="method", values="value")
+    stats = published("frandi", "table5").query("quantity == 'time'").set_index(["comparison", "test"]).value
+    for comparison in ("FW vs CVM", "MFW vs CVM", "FW vs MFW"):
+        a, b = comparison.split(" vs ")
+        assert wilcoxon(times[a], times[b], zero_method="pratt").statistic == stats[comparison, "W"]
+    chi2 = friedmanchisquare(times.FW, times.MFW, times.CVM).statistic
+    n, k = len(times), 3
+    assert abs((n - 1) * chi2 / (n * (k - 1) - chi2) - stats["FW,MFW,CVM", "F"]) < 5e-3
+
+
+def test_keerthi_table2_omissions():
+    t2 = published("keerthi", "table2")
+    assert t2.value.isna().sum() == 12 and set(t2.dataset) == {"banana", "splice", "raetsch-waveform", "tree", "image"}
+
+
+def test_published_bad_names():
+    with pytest.raises(ReproError, match="accepted values: consolo, keerthi, frandi, zhou, ong"):
+        published("nobody", "table1")
+    with pytest.raises(ReproError, match="table of zhou"):
+        published("zhou", "table1")
+
+
+# ---------------------------------------------------------------- the runner on a toy protocol
+
+TOY_SOURCE = textwrap.dedent('''
+    import sys, time
+    from pathlib import Path
+    import numpy as np
+    from klrlab.repro import Experiment, Protocol, run
+
+    LOG = Path(sys.argv[2])
+
+    def load(name, seed=0, offline=False):
+        return np.arange(5.0)
+
+    def point(data, cell, state):
+        time.sleep(float(sys.argv[3]))
+        with open(LOG, "a") as f: f.write(cell.dataset + " " + cell.fold + " " + cell.config + " " + cell.params + "\\n")
+        return {"score": float(data.sum() * cell.point["C"])}, None
+
+    def summary(cells, profile):
+        return cells.groupby("dataset").score.max().rename("value").reset_index().assign(metric="score")
+
+    TOY = Protocol("toy", "toy", (Experiment("grid", "toy", ["a", "b"], ["x", "y"], [{"C": float(c)} for c in range(1, 6)],
+                                             point, summary, folds=[0, 1], load=load),))
+    if __name__ == "__main__":
+        result = run(TOY, profile="quick", out=sys.argv[1], n_jobs=1, progress=False)
+        print(result.computed, result.reused)
+''')
+
+
+def toy_script(tmp_path):
+    script = tmp_path / "toy.py"
+    script.write_text(TOY_SOURCE)
+    return script
+
+
+def stored_cells(out):
+    return sorted((Path(out) / "toy" / "cells" / "grid").glob("*.json"))
+
+
+def test_kill_midway_then_resume_recomputes_nothing_finished(tmp_path):
+    out, log1, log2 = tmp_path / "out", tmp_path / "first.log", tmp_path / "second.log"
+    script = toy_script(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(script), str(out), str(log1), "0.15"], start_new_session=True)
+    deadline = time.time() + 60
+    while len(stored_cells(out)) < 8 and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)                  # no chance to clean up
+    proc.wait()
+    finished = {p.name: p.read_text() for p in stored_cells(out)}
+    assert 8 <= len(finished) < 40, len(finished)
+    for text in finished.values(): json.loads(text)      # every stored cell is whole
+    done = subprocess.run([sys.executable, str(script), str(out), str(log2), "0"], capture_output=True, text=True, check=True)
+    computed, reused = map(int, done.stdout.split())
+    assert reused == len(finished) and computed == 40 - len(finished)
+    first_lines, second_lines = set(log1.read_text().splitlines()), set(log2.read_text().splitlines())
+    assert len(second_lines) == computed
+    recomputed = second_lines & first_lines
+    assert len(recomputed) <= 1, "only the cell in flight at the kill may run again"
+    assert {p.name: p.read_text() for p in stored_cells(out) if p.name in finished} == finished   # untouched
+
+
+def test_bad_input_leaves_finished_results_intact(tmp_path):
+    out = tmp_path / "out"
+    script = toy_script(tmp_path)
+    subprocess.run([sys.executable, str(script), str(out), str(tmp_path / "log"), "0"], check=True, capture_output=True)
+    before = {p.name: p.read_bytes() for p in stored_cells(out)}
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import toy
+    finally:
+        sys.path.remove(str(tmp_path))
+    wider = Protocol("toy", "toy", (Experiment("grid", "toy", ["a", "b", "c"], ["x", "y"], toy.TOY.experiments[0].grid,
+                                               toy.TOY.experiments[0].run_point, toy.TOY.experiments[0].summarize,
+                                               folds=[0, 1], load=toy.TOY.experiments[0].load),))
+    with pytest.raises(ReproError, match="unreachable"):
+        run(wider, profile="quick", out=out, scheduler="tcp://127.0.0.1:9", progress=False)
+    with pytest.raises(ReproError, match="accepted values: quick, paper"):
+        run(wider, profile="everything", out=out, progress=False)
+    with pytest.raises(ReproError, match="n_jobs"):
+        run(wider, profile="quick", out=out, n_jobs=0, progress=False)
+    assert {p.name: p.read_bytes() for p in stored_cells(out)} == before
+
+
+def test_unwritable_output_folder(tmp_path):
+    with pytest.raises(ReproError, match="not writable"):
+        run("keerthi", out="/proc/klrlab-cannot-write", progress=False)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ReproError, match="not writable"):
+        run("keerthi", out=blocker / "sub", progress=False)
+
+
+def test_unknown_and_unimplemented_papers():
+    with pytest.raises(ReproError, match="accepted values: keerthi"):
+        run("keerthy")
+    with pytest.raises(ReproError, match="has no reproduction yet"):
+        run("ong")
+
+
+# ---------------------------------------------------------------- the KLR protocol: Dask = local, offline
+
+def small_klr_protocol():
+    from klrlab.papers.keerthi import TABLE3
+    exp = Experiment("table3", "small", ["keerthi-gauss2d"], ["KLR", "SVM"], [{"C": 1.0, "sigma": 1.0}, {"C": 10.0, "sigma": 1.0}],
+                     TABLE3.run_point, TABLE3.summarize, folds=["cv0", "cv1", "test"], load=TABLE3.load, published="table3")
+    return Protocol("keerthi", "small", (exp,))
+
+
+def test_dask_cluster_gives_the_local_results(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    protocol = small_klr_protocol()
+    local = run(protocol, profile="quick", out=tmp_path / "local", n_jobs=2, progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        remote = run(protocol, profile="quick", out=tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False)
+    assert local.computed == remote.computed == 12
+    key = ["dataset", "fold", "config", "C", "sigma"]
+    tidy = lambda r: r.cells["table3"].drop(columns="cell_seconds").sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(tidy(local), tidy(remote))
+    pd.testing.assert_frame_equal(local.tables["table3"], remote.tables["table3"])
+    table = local.tables["table3"].set_index(["method", "metric"])
+    assert {"ours", "paper", "diff"} <= set(table.columns)
+    assert table.loc[("KLR", "NLL"), "paper"] == 2663.4              # read from the CSV
+
+
+def test_offline_without_mirror_lists_what_it_skipped(tmp_path, monkeypatch):
+    monkeypatch.setenv("KLRLAB_MIRROR", "")
+    monkeypatch.setenv("KLRLAB_DATA_HOME", str(tmp_path / "empty-cache"))
+    result = run("keerthi", profile="quick", out=tmp_path / "out", experiments=["table4", "table2", "adult"], offline=True, progress=False)
+    assert result.computed == 0
+    skipped = set(zip(result.skipped.experiment, result.skipped.dataset))
+    assert skipped == {("table4", "banana"), ("table4", "raetsch-waveform"), ("table2", "banana"), ("table2", "raetsch-waveform"),
+                       ("adult", "a1a"), ("adult", "a2a"), ("adult", "a3a")}
+    assert result.skipped.reason.str.len().min() > 10
+    assert pd.read_csv(tmp_path / "out" / "keerthi" / "skipped.csv").shape[0] == 7
+    from klrlab.repro import load_dataset
+    assert len(load_dataset("keerthi-gauss2d", offline=True).y) == 400          # generated: always there
+
+
+def test_fingerprint_is_stable():
+    assert code_fingerprint() == code_fingerprint() and len(code_fingerprint()) == 16
+
+
+# ---------------------------------------------------------------- CLI
+
+def test_cli_repro_help_documents_everything(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["repro", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("--profile", "--jobs", "--scheduler", "--out", "quick", "paper", "resume", "skipped.csv", "all"):
+        assert word in text, word
+
+
+@pytest.mark.parametrize("argv,message", [(["repro", "nobody"], "invalid choice"), (["repro", "keerthi", "--profile", "full"], "invalid choice"),
+                                          (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
+                                          (["bench", "--datasets", "nope"], "unknown dataset")])
+def test_cli_bad_input(argv, message, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_bench_writes_a_json_record(tmp_path, capsys):
+    assert main(["bench", "--datasets", "keerthi-gauss2d", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    record = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    assert {"git_commit", "numpy", "sklearn", "klrlab"} <= set(record["environment"])
+    methods = {r["method"]: r for r in record["records"]}
+    assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
+    assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
+    assert "ratio = method / KLR" in capsys.readouterr().out
