@@ -91,7 +91,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.pairwise = getattr(self, "kernel", None) == "precomputed"
         return tags
 
-# %% ../nbs/03_base.ipynb #973c501b
+# %% ../nbs/03_base.ipynb #1e9bcdd5
 def _fit(self, X, y):
     X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
     check_classification_targets(y)
@@ -105,6 +105,8 @@ def _fit(self, X, y):
     previous = getattr(self, "_alpha_full", None) if self.warm_start else None
     if previous is not None and (len(previous) != (1 if len(classes) == 2 else len(classes)) or len(previous[0]) != len(y)):
         previous = None  # a different problem: warm start does not apply
+    if previous is not None and getattr(self, "_fit_C", None) and hasattr(self, "C"):
+        previous = [a * (self.C / self._fit_C) for a in previous]   # alpha / C is what carries over along a C grid
     self.classes_ = classes
     self._kernel = Kernel.from_params(self.kernel, getattr(self, "gamma", "scale"), getattr(self, "degree", 3),
                                       getattr(self, "coef0", 0.0), X)
@@ -116,6 +118,7 @@ def _fit(self, X, y):
         alpha0 = None if previous is None else previous[k]
         results.append(self._solve_binary(X, y_pm, self._kernel, cache, alpha0))
     self._store_results(X, y, results)
+    self._fit_C = getattr(self, "C", None)
     return self
 
 BaseKernelClassifier._fit = _fit
