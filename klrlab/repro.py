@@ -7,9 +7,9 @@ Docs: https://klrlab.github.io/klrlab/repro.html.md"""
 # %% auto #0
 __all__ = ['PAPERS', 'PACKAGE_DIR', 'PUBLISHED_DIR', 'NON_KEY_COLUMNS', 'PROTOCOLS', 'BENCH_DATASETS', 'ReproError',
            'published_tables', 'published', 'key_columns', 'SkipPoint', 'per_profile', 'load_dataset', 'Experiment',
-           'Protocol', 'Cell', 'canonical_params', 'code_fingerprint', 'cell_path', 'save_record', 'load_record',
-           'run_chain', 'execute', 'RunResult', 'check_out_dir', 'expand', 'records_frame', 'compare', 'run',
-           'environment', 'get_protocol', 'median_seconds', 'bench_dataset', 'bench']
+           'Protocol', 'select_best', 'sparsest_of_top', 'Cell', 'canonical_params', 'code_fingerprint', 'cell_path',
+           'save_record', 'load_record', 'run_chain', 'execute', 'RunResult', 'check_out_dir', 'expand',
+           'records_frame', 'compare', 'run', 'environment', 'get_protocol', 'median_seconds', 'bench_dataset', 'bench']
 
 # %% ../nbs/06_repro.ipynb #5058275b
 import hashlib
@@ -104,6 +104,18 @@ class Protocol:
         _accepted(f"experiment of {self.paper}", name, [e.name for e in self.experiments])
         return next(e for e in self.experiments if e.name == name)
 
+# %% ../nbs/06_repro.ipynb #e070b000
+def select_best(scores: pd.DataFrame, by: str, higher_is_better: bool = True) -> pd.Series:
+    "The row with the best `by`; ties go to the earliest row (the grid's order)."
+    values = scores[by].to_numpy()
+    return scores.iloc[int(np.argmax(values) if higher_is_better else np.argmin(values))]
+
+def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3) -> pd.Series:
+    "Among the k rows with the best `by` (higher is better), the one with the least `sparsity`; ties to the earliest row."
+    order = np.argsort(-scores[by].to_numpy(), kind="stable")[:k]
+    top = scores.iloc[np.sort(order)]
+    return top.iloc[int(np.argmin(top[sparsity].to_numpy()))]
+
 # %% ../nbs/06_repro.ipynb #bf8067a2
 @dataclass(frozen=True)
 class Cell:
@@ -137,12 +149,15 @@ def code_fingerprint() -> str:
         digest.update(path.relative_to(package).as_posix().encode()); digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
-# %% ../nbs/06_repro.ipynb #9f29f563
+# %% ../nbs/06_repro.ipynb #8efa5ae2
+_UMASK = os.umask(0o022); os.umask(_UMASK)   # read once: files get the usual permissions, not mkstemp's 0600
+
 def _atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f: f.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
