@@ -64,7 +64,7 @@ def key_columns(frame: pd.DataFrame) -> list:
     "The columns that identify a number (everything but value, std, note and label)."
     return [c for c in frame.columns if c not in NON_KEY_COLUMNS]
 
-# %% ../nbs/06_repro.ipynb #b7bea1fd
+# %% ../nbs/06_repro.ipynb #7b506be7
 class SkipPoint(Exception):
     "Raised by `run_point` for a grid point that cannot be computed (e.g. an infeasible problem); recorded with its reason, not retried."
 
@@ -86,11 +86,11 @@ class Experiment:
     configs: Sequence[str]          # the estimator configurations compared
     grid: object                    # points (dicts) in warm-start order, or {profile: points}
     run_point: Callable             # (data, cell, state) -> (metrics: dict, state)
-    summarize: Callable             # (cells: DataFrame, profile) -> tidy table with the published keys and 'value'
+    summarize: Callable             # (cells, profile) -> tidy table with the published keys and 'value', or {table name: table}
     folds: object = ("all",)        # fold labels, or {profile: labels}
     load: Callable = load_dataset   # (name, seed, offline) -> data
     figure: Callable | None = None  # (cells, table) -> matplotlib Figure
-    published: str | None = None    # the published table it reproduces, e.g. 'table4'
+    published: object = None        # the published table it reproduces ('table4'), or {table name: published name}
     timed: bool = False             # its cells measure time: never run two at once on one machine
 
 @dataclass(frozen=True)
@@ -352,23 +352,31 @@ def _progress(total: int, label: str, enabled: bool):
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=f"{label}: cells", unit="cell", disable=not enabled or total == 0)
 
-# %% ../nbs/06_repro.ipynb #7a7beb57
+# %% ../nbs/06_repro.ipynb #30edb3e2
 def _write_outputs(protocol, result, runnable, records, profile) -> None:
     folder = result.out
     for exp in protocol.experiments:
         mine = [records[c] for e, cells in runnable if e is exp for c in cells if c in records]
         if not mine: continue
         cells = records_frame(mine)
-        ours = exp.summarize(cells, profile)
-        table = compare(ours, published(protocol.paper, exp.published) if exp.published else None)
-        result.cells[exp.name], result.tables[exp.name] = cells, table
+        tables = _tables_of(protocol.paper, exp, exp.summarize(cells, profile))
+        result.cells[exp.name] = cells
         _atomic_write_text(folder / f"{exp.name}_cells.csv", cells.to_csv(index=False))
-        _atomic_write_text(folder / f"{exp.name}.csv", table.to_csv(index=False))
+        for name, table in tables.items():
+            result.tables[name] = table
+            _atomic_write_text(folder / f"{name}.csv", table.to_csv(index=False))
         if exp.figure is not None:
             import matplotlib.pyplot as plt
-            fig = exp.figure(cells, table)
+            fig = exp.figure(cells, tables[exp.name] if list(tables) == [exp.name] else tables)
             fig.savefig(folder / f"{exp.name}.png", dpi=110, bbox_inches="tight"); plt.close(fig)
     _atomic_write_text(folder / "skipped.csv", result.skipped.to_csv(index=False))
+
+def _tables_of(paper: str, exp: Experiment, ours) -> dict:
+    "One experiment's tables, each beside its published counterpart: {exp.name: table}, or several when summarize returns a dict."
+    if isinstance(ours, Mapping):
+        sources = exp.published or {}
+        return {name: compare(frame, published(paper, sources[name]) if sources.get(name) else None) for name, frame in ours.items()}
+    return {exp.name: compare(ours, published(paper, exp.published) if exp.published else None)}
 
 def _write_run_info(result, seed, fingerprint, n_jobs, scheduler) -> None:
     info = dict(paper=result.paper, profile=result.profile, seed=seed, code_fingerprint=fingerprint, n_jobs=n_jobs,
@@ -390,8 +398,8 @@ def environment() -> dict:
                 sklearn=sklearn.__version__, machine=platform.machine(), cpus=os.cpu_count(), git_commit=commit,
                 when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
-# %% ../nbs/06_repro.ipynb #3be4368e
-PROTOCOLS = {"keerthi": "klrlab.papers.keerthi"}
+# %% ../nbs/06_repro.ipynb #ca396816
+PROTOCOLS = {"consolo": "klrlab.papers.consolo", "keerthi": "klrlab.papers.keerthi"}
 
 def get_protocol(paper: str) -> Protocol:
     "The protocol of an implemented paper."

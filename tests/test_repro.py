@@ -185,7 +185,7 @@ def test_unwritable_output_folder(tmp_path):
 
 
 def test_unknown_and_unimplemented_papers():
-    with pytest.raises(ReproError, match="accepted values: keerthi"):
+    with pytest.raises(ReproError, match="accepted values: consolo, keerthi"):
         run("keerthy")
     with pytest.raises(ReproError, match="has no reproduction yet"):
         run("ong")
