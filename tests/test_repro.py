@@ -265,3 +265,18 @@ def test_cli_bench_writes_a_json_record(tmp_path, capsys):
     assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
     assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
     assert "ratio = method / KLR" in capsys.readouterr().out
+
+
+def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
+    from klrlab.papers.consolo import CV, paper_grid
+    small = Experiment("cv", "small", ["wisconsin"], CV.configs, paper_grid([1.0, 100.0], 3), CV.run_point, CV.summarize,
+                       folds=[0, 1], load=CV.load, published=CV.published)
+    result = run(Protocol("consolo", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    assert set(result.tables) == {"table2", "table3", "table4", "table5"}
+    for name, table in result.tables.items():
+        mine = table[table.dataset == "wisconsin"].dropna(subset=["ours"])
+        assert len(mine) and mine.paper.notna().all(), name          # every number of ours has the paper's beside it
+    t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "metric"])
+    assert t3.loc[("wisconsin", "KLR-2ord", "best", "ratio"), "paper"] == 0.978
+    skipped = result.cells["cv"].query("status == 'skipped'")
+    assert set(skipped.config) == {"SVM", "2ord-heuristic"} and (skipped.k > 0).all()   # no lambda grid for those
