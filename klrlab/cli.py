@@ -59,7 +59,7 @@ def cmd_data_fetch(args) -> int:
     print(f"{len(report) - len(failed)} of {len(report)} file(s) local and verified")
     return 1 if len(failed) else 0
 
-# %% ../nbs/89_cli.ipynb #cd6348e9
+# %% ../nbs/89_cli.ipynb #04fc49d3
 def _csv_list(text: str | None) -> list | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
@@ -76,7 +76,8 @@ def cmd_repro(args) -> int:
         result = run(paper, profile=args.profile, out=args.out, n_jobs=args.jobs, scheduler=args.scheduler,
                      experiments=_csv_list(args.experiments), datasets=_csv_list(args.datasets), offline=args.offline,
                      progress=not args.quiet)
-        for name, table in result.tables.items(): _print_table(f"{paper} {name}", table)
+        for name, table in result.tables.items():   # the paper's rows we have no number for stay in the CSV only
+            _print_table(f"{paper} {name}", table.dropna(subset=["ours"]) if "ours" in table else table)
         for row in result.skipped.itertuples():
             print(f"skipped {paper} {row.experiment} {row.dataset}: {row.reason}")
         print(f"\n{paper}: {result.computed} cell(s) computed, {result.reused} reused, {result.seconds:.0f} s; "
