@@ -6,15 +6,17 @@ Docs: https://klrlab.github.io/klrlab/repro_consolo.html.md"""
 
 # %% auto #0
 __all__ = ['DATASETS', 'QUICK_DATASETS', 'GAMMA', 'FOLDS', 'VALIDATION', 'CONFIGS', 'NO_LAMBDA', 'RULES', 'CV', 'PROTOCOL',
-           'paper_grid', 'load_consolo', 'fold_parts', 'make_model', 'support_ratio', 'consolo_point', 'selected',
-           'fold_means', 'with_average', 'summarize_consolo']
+           'paper_grid', 'load_consolo', 'fold_parts', 'make_model', 'support_ratio', 'expected_calibration_error',
+           'probability_metrics', 'consolo_point', 'selected', 'fold_means', 'with_average', 'summarize_consolo',
+           'probability_table']
 
-# %% ../../nbs/90_repro_consolo.ipynb #3369e017
+# %% ../../nbs/90_repro_consolo.ipynb #fdab3c78
 import time
 import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler
@@ -25,14 +27,14 @@ from ..datasets import load
 from ..klr import PRESETS, KernelLogisticRegression
 from ..repro import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
 
-# %% ../../nbs/90_repro_consolo.ipynb #54c7eb5f
+# %% ../../nbs/90_repro_consolo.ipynb #19ab0ec6
 DATASETS = ["banknote", "coil2000", "diabetes", "ionosphere", "magic", "monk2", "ringnorm", "sonar", "spambase", "twonorm",
             "waveform", "wisconsin"]
 QUICK_DATASETS = ["ionosphere", "sonar", "wisconsin"]
 GAMMA = 0.5                                    # sigma = 1
 FOLDS, VALIDATION = 5, 0.05
-CONFIGS = ["1ord", "2ord", "2ord-heuristic", "SVM", "IVM", "L1/2-KLR"]
-NO_LAMBDA = ("SVM", "2ord-heuristic", "IVM", "L1/2-KLR")     # configurations with a C grid only
+CONFIGS = ["1ord", "2ord", "2ord-heuristic", "SVM", "IVM", "L1/2-KLR", "SVC+Platt"]
+NO_LAMBDA = ("SVM", "2ord-heuristic", "IVM", "L1/2-KLR", "SVC+Platt")     # configurations with a C grid only
 
 def paper_grid(Cs, n_lam: int = 10) -> list:
     "Grid points in warm-start order: lambda = k C / (n_lam - 1) increasing within each C."
@@ -49,10 +51,11 @@ def fold_parts(data, fold: int, seed: int):
     X_train, X_test = scaler.transform(data.X[train]), scaler.transform(data.X[test])
     return X_train, data.y[train], X_test, data.y[test], fit, val
 
-# %% ../../nbs/90_repro_consolo.ipynb #2eca1cda
+# %% ../../nbs/90_repro_consolo.ipynb #6b8b16c3
 def make_model(config: str, C: float, lam: float, state):
     "The cell's estimator: warm-started from the chain's previous model where there is one."
     if config == "SVM": return SVC(C=C, gamma=GAMMA)
+    if config == "SVC+Platt": return CalibratedClassifierCV(SVC(C=C, gamma=GAMMA), ensemble=False, cv=5)
     if config == "IVM": return ImportVectorMachine(C=C, gamma=GAMMA)
     if config == "L1/2-KLR": return HalfThresholdingKLR(C=C, gamma=GAMMA)
     preset = "S-KLR-1ord" if config == "1ord" else "S-KLR-2ord"
@@ -60,7 +63,23 @@ def make_model(config: str, C: float, lam: float, state):
     return model.set_params(C=C, lam="C/10" if config == "2ord-heuristic" else lam)
 
 def support_ratio(model, n: int) -> float:
+    if isinstance(model, CalibratedClassifierCV): model = model.calibrated_classifiers_[0].estimator
     return len(model.support_) / n
+
+def expected_calibration_error(y, p_pos, bins: int = 10) -> float:
+    "ECE over equal-width bins of P(y = +1): the bin-weighted |observed rate of +1 - mean predicted probability|."
+    which = np.minimum((p_pos * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in np.unique(which):
+        in_bin = which == b
+        total += in_bin.mean() * abs(np.mean(y[in_bin] > 0) - p_pos[in_bin].mean())
+    return float(total)
+
+def probability_metrics(model, X, y) -> dict:
+    "Test log-loss (per point), Brier score and ECE of P(y = +1)."
+    p = np.clip(model.predict_proba(X)[:, list(model.classes_).index(1)], 1e-15, 1 - 1e-15)
+    return dict(test_logloss=float(-np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))), test_brier=float(np.mean((p - (y > 0)) ** 2)),
+                test_ece=expected_calibration_error(y, p))
 
 def consolo_point(data, cell, state):
     "Fit on 95 % (validation score) and on the whole training part (test score, sparsity, time) at one (C, lambda)."
@@ -83,6 +102,7 @@ def consolo_point(data, cell, state):
         raise
     metrics = dict(lam=lam, val_accuracy=float(np.mean(val_model.predict(X[val]) == y[val])), val_ratio=support_ratio(val_model, len(fit)),
                    test_accuracy=float(np.mean(full_model.predict(Xt) == yt)), test_ratio=support_ratio(full_model, len(y)), fit_seconds=seconds)
+    if hasattr(full_model, "predict_proba"): metrics.update(probability_metrics(full_model, Xt, yt))
     if cell.config in ("1ord", "2ord", "2ord-heuristic"):
         metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_), kkt_violation=float(full_model.kkt_violation_))
         return metrics, (val_model, full_model)
@@ -116,7 +136,7 @@ def with_average(rows: list, n_datasets: int) -> pd.DataFrame:
     avg["std"] = np.where(avg.metric == "accuracy", avg["std"], np.nan)
     return pd.concat([frame, avg.assign(dataset="average")], ignore_index=True)
 
-# %% ../../nbs/90_repro_consolo.ipynb #58de5a21
+# %% ../../nbs/90_repro_consolo.ipynb #ed4515c1
 def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
     "Tables 2 (S-KLR and SVM columns), 3, 4 and 5 from one grid of cells."
     table2, table3, table4, table5 = [], [], [], []
@@ -137,14 +157,27 @@ def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
                    dict(dataset=dataset, method="S-KLR-2ord", metric="seconds", value=t["2ord"], mean_iterations=it["2ord"]),
                    dict(dataset=dataset, method="2ord/1ord", metric="ratio", value=t["2ord"] / t["1ord"], mean_iterations=it["2ord"] / it["1ord"])]
     n = len(DATASETS)
-    return {"table2": with_average(table2, n), "table3": with_average(table3, n), "table4": pd.DataFrame(table4), "table5": with_average(table5, n)}
+    return {"table2": with_average(table2, n), "table3": with_average(table3, n), "table4": pd.DataFrame(table4),
+            "table5": with_average(table5, n), "probabilities": probability_table(cells)}
 
-# %% ../../nbs/90_repro_consolo.ipynb #d6a14c2a
+def probability_table(cells: pd.DataFrame) -> pd.DataFrame:
+    "Test log-loss, Brier score, ECE and accuracy of the models the paper's rule selects (not in the paper: it never measures them)."
+    rows = []
+    for method, config, rule, lam_zero in [("KLR (lambda = 0)", "2ord", "best", True), ("S-KLR", "2ord", "best", False),
+                                           ("S-KLR, sparsest of 3", "2ord", "s3", False), ("SVC + Platt", "SVC+Platt", "best", False)]:
+        chosen = selected(cells, config, rule, lam_zero=lam_zero)
+        for dataset, g in chosen.groupby("dataset"):
+            rows += [dict(dataset=dataset, method=method, metric=m, value=g[c].mean())
+                     for m, c in (("log-loss", "test_logloss"), ("Brier", "test_brier"), ("ECE", "test_ece"), ("accuracy", "test_accuracy"),
+                                  ("ratio", "test_ratio"))]
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/90_repro_consolo.ipynb #0cfa64b1
 CV = Experiment(
     "cv", "Tables 2-5: five-fold CV over the (C, lambda) grid, S-KLR with both selection rules, the lambda-heuristic and the SVM",
     datasets={"quick": QUICK_DATASETS, "paper": DATASETS}, configs=CONFIGS, folds=list(range(FOLDS)),
     grid={"quick": paper_grid([1e-2, 1.0, 1e2], 4), "paper": paper_grid([10.0 ** r for r in range(-4, 5)], 10)},
     run_point=consolo_point, summarize=summarize_consolo, load=load_consolo,
-    published={"table2": "table2", "table3": "table3", "table4": "table4", "table5": "table5"})
+    published={"table2": "table2", "table3": "table3", "table4": "table4", "table5": "table5", "probabilities": None})
 
 PROTOCOL = Protocol("consolo", "Consolo, Manno, Amaldi: sparse binary kernel logistic regression", (CV,))
