@@ -272,11 +272,14 @@ def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
     small = Experiment("cv", "small", ["wisconsin"], CV.configs, paper_grid([1.0, 100.0], 3), CV.run_point, CV.summarize,
                        folds=[0, 1], load=CV.load, published=CV.published)
     result = run(Protocol("consolo", "small", (small,)), profile="quick", out=tmp_path, progress=False)
-    assert set(result.tables) == {"table2", "table3", "table4", "table5"}
+    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
     for name, table in result.tables.items():
+        if name == "probabilities": continue                           # not in the paper
         mine = table[table.dataset == "wisconsin"].dropna(subset=["ours"])
         assert len(mine) and mine.paper.notna().all(), name          # every number of ours has the paper's beside it
     t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "metric"])
     assert t3.loc[("wisconsin", "KLR-2ord", "best", "ratio"), "paper"] == 0.978
+    probs = result.tables["probabilities"]
+    assert set(probs.metric) == {"log-loss", "Brier", "ECE", "accuracy", "ratio"} and probs.ours.notna().all()
     skipped = result.cells["cv"].query("status == 'skipped'")
-    assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "L1/2-KLR"} and (skipped.k > 0).all()   # no lambda grid for those
+    assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "L1/2-KLR", "SVC+Platt"} and (skipped.k > 0).all()   # no lambda grid for those
