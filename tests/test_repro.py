@@ -100,14 +100,15 @@ TOY_SOURCE = textwrap.dedent('''
     import numpy as np
     from klrlab.repro import Experiment, Protocol, run
 
-    LOG = Path(sys.argv[2])
+    LOG, SLEEP = None, 0.0          # set when run as a script; importing the module (for its protocol) needs neither
 
     def load(name, seed=0, offline=False):
         return np.arange(5.0)
 
     def point(data, cell, state):
-        time.sleep(float(sys.argv[3]))
-        with open(LOG, "a") as f: f.write(cell.dataset + " " + cell.fold + " " + cell.config + " " + cell.params + "\\n")
+        time.sleep(SLEEP)
+        if LOG is not None:
+            with open(LOG, "a") as f: f.write(cell.dataset + " " + cell.fold + " " + cell.config + " " + cell.params + "\\n")
         return {"score": float(data.sum() * cell.point["C"])}, None
 
     def summary(cells, profile):
@@ -116,6 +117,7 @@ TOY_SOURCE = textwrap.dedent('''
     TOY = Protocol("toy", "toy", (Experiment("grid", "toy", ["a", "b"], ["x", "y"], [{"C": float(c)} for c in range(1, 6)],
                                              point, summary, folds=[0, 1], load=load),))
     if __name__ == "__main__":
+        LOG, SLEEP = Path(sys.argv[2]), float(sys.argv[3])
         result = run(TOY, profile="quick", out=sys.argv[1], n_jobs=1, progress=False)
         print(result.computed, result.reused)
 ''')
