@@ -324,4 +324,6 @@ d = { 'settings': { 'branch': 'main',
                                                                                     'klrlab/sparse_klr.py'),
                                    'klrlab.sparse_klr.TemperatureScaled.predict_proba': ( 'sparse_klr.html#temperaturescaled.predict_proba',
                                                                                           'klrlab/sparse_klr.py'),
-                                   'klrlab.sparse_klr.lambda_upper_bound': ('sparse_klr.html#lambda_upper_bound', 'klrlab/sparse_klr.py')}}}
+                                   'klrlab.sparse_klr.lambda_upper_bound': ('sparse_klr.html#lambda_upper_bound', 'klrlab/sparse_klr.py'),
+                                   'klrlab.sparse_klr.smo_scipy_newton_cg': ( 'sparse_klr.html#smo_scipy_newton_cg',
+                                                                              'klrlab/sparse_klr.py')}}}

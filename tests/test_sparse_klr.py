@@ -159,3 +159,13 @@ def test_temperature_scaling_keeps_predict_and_repairs_overconfidence():
     assert nll(p) < nll(raw.predict_proba(Xt))
     with pytest.raises(ValueError, match="cv=1"):
         TemperatureScaled(base, cv=1).fit(X, y)
+
+
+def test_paper_subsolver_route_reaches_the_same_optimum_when_it_converges():
+    from klrlab.sparse_klr import smo_scipy_newton_cg
+    X, y = problem(13, n=80)
+    k = Kernel("rbf", gamma=0.5)
+    paper_route = smo_scipy_newton_cg(k(X), y, 10.0, lam=3.0, tol=1e-6)
+    exact = solve_dual(k.cache(X), y, 10.0, lam=3.0, bound_eps=1e-5, tol=1e-9)
+    assert paper_route["converged"] and paper_route["kkt_violation"] <= 1e-6
+    np.testing.assert_allclose(paper_route["alpha"], exact.alpha, atol=1e-5 * 10.0)
