@@ -45,6 +45,11 @@ cdef inline double score(int loss, double F, double y, double a, double C, doubl
     return -F - y * (dphi(loss, a, C) - lam)
 
 
+cdef inline double cached_score(double F, double y, double dphi_a, double lam) noexcept nogil:
+    "score() with phi'(a_i) read from the per-index cache (same expression, so the same bits)."
+    return -F - y * (dphi_a - lam)
+
+
 cdef inline bint in_up(double y, double a, double lo, double hi) noexcept nogil:
     return (y > 0 and a < hi) or (y < 0 and a > lo)
 
@@ -185,6 +190,14 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef double[::1] diag = cache.diag_values
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
+    # phi'(a_k) and phi''(a_k) change only at the two indices a step moves: cache them (two logs per point per
+    # iteration otherwise dominate the O(n) selection on large problems)
+    dphi_buffer, d2phi_buffer = np.empty(n), np.empty(n)
+    cdef double[::1] dphi_a = dphi_buffer
+    cdef double[::1] d2phi_a = d2phi_buffer
+    for k in range(n):
+        dphi_a[k] = dphi(loss, alpha[k], C)
+        d2phi_a[k] = d2phi(loss, alpha[k], C)
     if record and (trace_step is None or trace_pairs is None or trace_objective is None
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
@@ -197,7 +210,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             m_val = -1e300
             M_val = 1e300
             for k in range(n):
-                s = score(loss, F[k], y[k], alpha[k], C, lam)
+                s = cached_score(F[k], y[k], dphi_a[k], lam)
                 if in_up(y[k], alpha[k], lo, hi) and s > m_val:
                     m_val = s
                     i = k
@@ -222,13 +235,13 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 for k in range(n):
                     if not in_low(y[k], alpha[k], lo, hi):
                         continue
-                    s = score(loss, F[k], y[k], alpha[k], C, lam)
+                    s = cached_score(F[k], y[k], dphi_a[k], lam)
                     v = m_val - s
                     if v <= 0.0:
                         continue
                     q = Kii + diag[k] - 2.0 * row_i[k]
                     if loss == LOGISTIC:
-                        q = q + d2phi(loss, alpha[i], C) + d2phi(loss, alpha[k], C)
+                        q = q + d2phi_a[i] + d2phi_a[k]
                     elif q <= 0.0:
                         q = TAU_CURVATURE
                     if v * v / q > best:
@@ -246,6 +259,10 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 status = 2
                 break
             apply_pair(y, alpha, F, i, j, t, at_end, lo, hi, row_i, row_j)
+            dphi_a[i] = dphi(loss, alpha[i], C)
+            dphi_a[j] = dphi(loss, alpha[j], C)
+            d2phi_a[i] = d2phi(loss, alpha[i], C)
+            d2phi_a[j] = d2phi(loss, alpha[j], C)
             it += 1
     return it, gap, status
 

@@ -61,7 +61,7 @@ class SolverResult:
         "The per-iteration trace as a DataFrame (empty when no trace was recorded)."
         return pd.DataFrame(self.trace or {})
 
-# %% ../nbs/03_base.ipynb #73cad79d
+# %% ../nbs/03_base.ipynb #09140bb0
 class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
     "Shared fit/predict machinery for kernel classifiers solved in the dual; subclasses implement `_solve_binary`."
 
@@ -74,7 +74,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "cache_size": [Interval(Real, 0, None, closed="neither")],
-        "warm_start": ["boolean"],
+        "warm_start": ["boolean", StrOptions({"kernel"})],
     }
     _binary_only = False  # True for a method that has no multi-class form
 
@@ -91,7 +91,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.pairwise = getattr(self, "kernel", None) == "precomputed"
         return tags
 
-# %% ../nbs/03_base.ipynb #1e9bcdd5
+# %% ../nbs/03_base.ipynb #d93c4f5d
 def _fit(self, X, y):
     X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
     check_classification_targets(y)
@@ -102,7 +102,7 @@ def _fit(self, X, y):
         raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]}")
     if len(classes) > 2 and self._binary_only:
         raise ValueError(f"{type(self).__name__} is a binary classifier; y has {len(classes)} classes {list(classes)}")
-    previous = getattr(self, "_alpha_full", None) if self.warm_start else None
+    previous = getattr(self, "_alpha_full", None) if self.warm_start is True else None
     if previous is not None and (len(previous) != (1 if len(classes) == 2 else len(classes)) or len(previous[0]) != len(y)):
         previous = None  # a different problem: warm start does not apply
     if previous is not None and getattr(self, "_fit_C", None) and hasattr(self, "C"):
@@ -110,7 +110,7 @@ def _fit(self, X, y):
     self.classes_ = classes
     self._kernel = Kernel.from_params(self.kernel, getattr(self, "gamma", "scale"), getattr(self, "degree", 3),
                                       getattr(self, "coef0", 0.0), X)
-    cache = self._kernel.cache(X, getattr(self, "cache_size", 200.0))
+    cache = self._kernel_cache(X)
     positives = classes[1:] if len(classes) == 2 else classes
     results = []
     for k, positive in enumerate(positives):
@@ -121,7 +121,24 @@ def _fit(self, X, y):
     self._fit_C = getattr(self, "C", None)
     return self
 
-BaseKernelClassifier._fit = _fit
+def _kernel_cache(self, X):
+    "The kernel-row cache for X: the previous fit's when warm-started on the same points, kernel and cache size."
+    size = getattr(self, "cache_size", 200.0)
+    key = (self._kernel, float(size))
+    kept = getattr(self, "_kept_cache", None)
+    if self.warm_start and kept is not None and kept[0] == key and np.array_equal(kept[1], X):
+        return kept[2]
+    cache = self._kernel.cache(X, size)
+    self._kept_cache = (key, X.copy(), cache) if self.warm_start else None   # a copy: X may be changed in place
+    return cache
+
+def _getstate(self):
+    "Pickle without the kernel cache (it is rebuilt on the next fit)."
+    state = dict(BaseEstimator.__getstate__(self))     # a copy: object.__getstate__ may return __dict__ itself
+    state.pop("_kept_cache", None)
+    return state
+
+BaseKernelClassifier._fit, BaseKernelClassifier._kernel_cache, BaseKernelClassifier.__getstate__ = _fit, _kernel_cache, _getstate
 
 # %% ../nbs/03_base.ipynb #c94cf01b
 def _store_results(self, X, y, results):

@@ -59,7 +59,7 @@ def cmd_data_fetch(args) -> int:
     print(f"{len(report) - len(failed)} of {len(report)} file(s) local and verified")
     return 1 if len(failed) else 0
 
-# %% ../nbs/89_cli.ipynb #04fc49d3
+# %% ../nbs/89_cli.ipynb #b0f89a79
 def _csv_list(text: str | None) -> list | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
@@ -75,6 +75,7 @@ def cmd_repro(args) -> int:
     for paper in papers:
         result = run(paper, profile=args.profile, out=args.out, n_jobs=args.jobs, scheduler=args.scheduler,
                      experiments=_csv_list(args.experiments), datasets=_csv_list(args.datasets), offline=args.offline,
+                     configs=_csv_list(args.configs),
                      progress=not args.quiet)
         for name, table in result.tables.items():   # the paper's rows we have no number for stay in the CSV only
             _print_table(f"{paper} {name}", table.dropna(subset=["ours"]) if "ours" in table else table)
@@ -95,7 +96,7 @@ def cmd_bench(args) -> int:
     print(f"\nJSON record written to {args.out}")
     return 0
 
-# %% ../nbs/89_cli.ipynb #1e5e51d0
+# %% ../nbs/89_cli.ipynb #1be2bb4a
 def build_parser() -> argparse.ArgumentParser:
     "The `klrlab` command line."
     parser = argparse.ArgumentParser(prog="klrlab", description="klrlab: kernel classifiers trained in the dual.")
@@ -153,6 +154,7 @@ def _add_repro(sub) -> None:
     repro.add_argument("--out", metavar="DIR", help="output folder (default: out_dir of settings.ini)")
     repro.add_argument("--experiments", metavar="NAMES", help="comma-separated experiments (e.g. table3,table4); default all")
     repro.add_argument("--datasets", metavar="NAMES", help="comma-separated datasets; default all of the profile")
+    repro.add_argument("--configs", metavar="NAMES", help="comma-separated configurations (e.g. 2ord,SVM); default all")
     repro.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.set_defaults(func=cmd_repro)

@@ -104,17 +104,25 @@ class Protocol:
         _accepted(f"experiment of {self.paper}", name, [e.name for e in self.experiments])
         return next(e for e in self.experiments if e.name == name)
 
-# %% ../nbs/80_repro.ipynb #e070b000
-def select_best(scores: pd.DataFrame, by: str, higher_is_better: bool = True) -> pd.Series:
-    "The row with the best `by`; ties go to the earliest row (the grid's order)."
-    values = scores[by].to_numpy()
-    return scores.iloc[int(np.argmax(values) if higher_is_better else np.argmin(values))]
+# %% ../nbs/80_repro.ipynb #42db700a
+def select_best(scores: pd.DataFrame, by: str, higher_is_better: bool = True, tie_break: str | None = None) -> pd.Series:
+    "The row with the best `by`; ties go to the smallest `tie_break` (if given), then to the earliest row (the grid's order)."
+    values = scores[by].to_numpy() if higher_is_better else -scores[by].to_numpy()
+    tied = np.flatnonzero(values == values.max())
+    if tie_break is not None:
+        secondary = scores[tie_break].to_numpy()[tied]
+        tied = tied[secondary == secondary.min()]
+    return scores.iloc[int(tied[0])]
 
-def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3) -> pd.Series:
-    "Among the k rows with the best `by` (higher is better), the one with the least `sparsity`; ties to the earliest row."
-    order = np.argsort(-scores[by].to_numpy(), kind="stable")[:k]
-    top = scores.iloc[np.sort(order)]
-    return top.iloc[int(np.argmin(top[sparsity].to_numpy()))]
+def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3, ties: str = "all") -> pd.Series:
+    "Among the k best rows by `by` (higher is better; ties='all': every row tied with the k-th too), the one with the least `sparsity`; then the earliest."
+    if ties not in ("all", "first"): raise ValueError(f"ties={ties!r}; accepted values: 'all', 'first'")
+    values = scores[by].to_numpy()
+    if ties == "all":
+        top = np.flatnonzero(values >= np.sort(values)[::-1][min(k, len(values)) - 1])
+    else:
+        top = np.sort(np.argsort(-values, kind="stable")[:k])
+    return scores.iloc[int(top[np.argmin(scores[sparsity].to_numpy()[top])])]
 
 # %% ../nbs/80_repro.ipynb #bf8067a2
 @dataclass(frozen=True)
@@ -262,17 +270,20 @@ def check_out_dir(out) -> Path:
         raise ReproError(f"output folder {str(out)!r} is not writable ({e.strerror or e}); choose another with out= / --out") from e
     return out
 
-# %% ../nbs/80_repro.ipynb #16804f58
-def expand(protocol: Protocol, profile: str, seed: int, experiments=None, datasets=None) -> list:
+# %% ../nbs/80_repro.ipynb #b567ee3c
+def expand(protocol: Protocol, profile: str, seed: int, experiments=None, datasets=None, configs=None) -> list:
     "The chains of a run: (experiment, cells) per dataset x fold x configuration, each over the profile's grid."
     chosen = [protocol.experiment(n) for n in experiments] if experiments else list(protocol.experiments)
+    known = sorted({c for exp in chosen for c in exp.configs})
+    for config in configs or ():
+        _accepted(f"configuration of {protocol.paper}", config, known)
     chains = []
     for exp in chosen:
         names = [d for d in per_profile(exp.datasets, profile) if not datasets or d in datasets]
         points = [canonical_params(p) for p in per_profile(exp.grid, profile)]
         for name in names:
             for fold in per_profile(exp.folds, profile):
-                for config in exp.configs:
+                for config in [c for c in exp.configs if not configs or c in configs]:
                     chains.append((exp, [Cell(protocol.paper, exp.name, name, str(fold), config, p, seed) for p in points]))
     return chains
 
@@ -309,9 +320,10 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     table["diff"] = pd.to_numeric(table["ours"], errors="coerce") - table["paper"]
     return table
 
-# %% ../nbs/80_repro.ipynb #66611a60
+# %% ../nbs/80_repro.ipynb #121724a2
 def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: int | None = None, scheduler=None,
-        experiments=None, datasets=None, seed: int | None = None, offline: bool = False, progress: bool = True) -> RunResult:
+        experiments=None, datasets=None, seed: int | None = None, offline: bool = False, progress: bool = True,
+        configs=None) -> RunResult:
     "Run (or resume) a paper's reproduction; see the section text for what lands in `out/<paper>/`."
     protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
     settings = load_settings()
@@ -324,7 +336,7 @@ def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: 
     folder = check_out_dir(Path(out if out is not None else settings.out_dir)) / protocol.paper
     store = check_out_dir(folder / "cells")
     started, fingerprint = time.perf_counter(), code_fingerprint()
-    chains = expand(protocol, profile, seed, experiments, datasets)
+    chains = expand(protocol, profile, seed, experiments, datasets, configs)
     problems = _availability(chains, offline)
     runnable = [(exp, cells) for exp, cells in chains if problems[(exp.name, cells[0].dataset)] is None]
     stored = {c: r for _, cells in runnable for c in cells if (r := load_record(store, c, fingerprint)) is not None}

@@ -149,3 +149,47 @@ def test_keerthi_scheme_in_the_estimator(gauss):
     np.testing.assert_allclose(b.decision_function(Xt), a.decision_function(Xt), atol=1e-5)
     with pytest.raises(ValueError, match="wss='first'"):
         KernelLogisticRegression(scheme="keerthi").fit(X, y)   # the default wss is 'second'
+
+
+def test_warm_start_keeps_the_kernel_cache(gauss):
+    X, y, _, _ = gauss
+    cold = KernelLogisticRegression(C=2.0, gamma=0.5, lam=0.3).fit(X, y)
+    kept = KernelLogisticRegression(C=1.0, gamma=0.5, warm_start="kernel").fit(X, y)
+    first_evals = kept.n_kernel_evals_
+    kept.set_params(C=2.0, lam=0.3).fit(X, y)
+    assert first_evals >= len(y) ** 2 and kept.n_kernel_evals_ == 0      # every row came from the kept cache
+    np.testing.assert_array_equal(kept.dual_coef_, cold.dual_coef_)      # and alpha restarted cold: the same fit, bit for bit
+    assert kept.n_iter_ == cold.n_iter_
+
+
+def test_kept_cache_is_dropped_when_the_data_change(gauss):
+    X, y, _, _ = gauss
+    model = KernelLogisticRegression(C=1.0, gamma=0.5, warm_start="kernel").fit(X, y)
+    X2 = X.copy()
+    X2[0, 0] += 1.0                                                      # same shape, different points
+    model.fit(X2, y)
+    cold = KernelLogisticRegression(C=1.0, gamma=0.5).fit(X2, y)
+    assert model.n_kernel_evals_ > 0
+    np.testing.assert_array_equal(model.decision_function(X), cold.decision_function(X))
+    X_inplace = X2                                                       # changed in place after the fit: detected too
+    model.fit(X_inplace, y)
+    X_inplace[1, 1] -= 0.5
+    model.fit(X_inplace, y)
+    np.testing.assert_array_equal(model.decision_function(X), KernelLogisticRegression(C=1.0, gamma=0.5).fit(X_inplace, y).decision_function(X))
+
+
+def test_pickle_leaves_the_kernel_cache_out(gauss):
+    import pickle
+    X, y, _, _ = gauss
+    model = KernelLogisticRegression(C=1.0, gamma=0.5, warm_start=True, cache_size=50).fit(X, y)
+    clone = pickle.loads(pickle.dumps(model))
+    assert "_kept_cache" in model.__dict__ and "_kept_cache" not in clone.__dict__
+    np.testing.assert_array_equal(clone.decision_function(X), model.decision_function(X))
+    clone.set_params(C=2.0).fit(X, y)                                    # and a warm refit works without it
+    assert clone.converged_
+
+
+def test_warm_start_accepts_only_booleans_and_kernel(gauss):
+    X, y, _, _ = gauss
+    with pytest.raises(ValueError, match="'warm_start' parameter"):
+        KernelLogisticRegression(warm_start="alpha").fit(X, y)

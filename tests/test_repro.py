@@ -16,7 +16,7 @@ from scipy.stats import friedmanchisquare, wilcoxon
 
 from klrlab.cli import main
 from klrlab.datasets import REGISTRY
-from klrlab.repro import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, key_columns, published,
+from klrlab.repro import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, expand, key_columns, published,
                           published_tables, run)
 
 TABLES = [name.split("_", 1) for name in published_tables()]
@@ -279,9 +279,36 @@ def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
         if name == "probabilities": continue                           # not in the paper
         mine = table[table.dataset == "wisconsin"].dropna(subset=["ours"])
         assert len(mine) and mine.paper.notna().all(), name          # every number of ours has the paper's beside it
-    t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "metric"])
-    assert t3.loc[("wisconsin", "KLR-2ord", "best", "ratio"), "paper"] == 0.978
+    t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "run", "metric"])
+    for run_label in ("converged", "capped"):                           # both runs, each beside the paper's number
+        assert t3.loc[("wisconsin", "KLR-2ord", "best", run_label, "ratio"), "paper"] == 0.978
+    cells = result.cells["cv"].query("status == 'done'")
+    assert (cells[cells.config.str.endswith("-capped")].n_iter <= 10_000).all()
+    t4 = result.tables["table4"].dropna(subset=["ours"])
+    assert set(t4.run) == {"converged", "capped"} and set(t4.method) == {"S-KLR-1ord", "S-KLR-2ord", "2ord/1ord"}
     probs = result.tables["probabilities"]
     assert set(probs.metric) == {"log-loss", "Brier", "ECE", "accuracy", "ratio"} and probs.ours.notna().all()
     skipped = result.cells["cv"].query("status == 'skipped'")
     assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "L1/2-KLR", "SVC+Platt"} and (skipped.k > 0).all()   # no lambda grid for those
+
+
+def test_selection_rules_break_ties_as_documented():
+    from klrlab.repro import select_best, sparsest_of_top
+    scores = pd.DataFrame({"acc": [0.9, 0.95, 0.95, 0.95, 0.8], "ratio": [0.1, 0.9, 0.5, 0.5, 0.0]})
+    assert select_best(scores, "acc").name == 1                        # the earliest of the tied
+    assert select_best(scores, "acc", tie_break="ratio").name == 2     # the sparsest of the tied, then the earliest
+    assert select_best(scores, "ratio", higher_is_better=False).name == 4
+    assert sparsest_of_top(scores, "acc", "ratio", 2).name == 2        # all three tied rows compete, not just two
+    assert sparsest_of_top(scores, "acc", "ratio", 2, ties="first").name == 2
+    assert sparsest_of_top(scores, "acc", "ratio", 4).name == 0        # the 4th best (0.9) joins
+    assert sparsest_of_top(scores, "acc", "ratio", 10).name == 4       # k beyond the rows: all of them
+    with pytest.raises(ValueError, match="ties='none'; accepted values"):
+        sparsest_of_top(scores, "acc", "ratio", ties="none")
+
+
+def test_configs_filter_runs_only_those_and_rejects_unknown_names(tmp_path):
+    from klrlab.papers.consolo import PROTOCOL
+    chains = expand(PROTOCOL, "quick", 0, configs=["2ord", "SVM"])
+    assert {cells[0].config for _, cells in chains} == {"2ord", "SVM"}
+    with pytest.raises(ReproError, match="unknown configuration of consolo '3ord'; accepted values: .*2ord-capped"):
+        run("consolo", profile="quick", out=tmp_path, configs=["3ord"], progress=False)
