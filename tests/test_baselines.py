@@ -73,3 +73,12 @@ def test_bad_input(Model, data):
         Model().fit(X, np.arange(len(y)) % 3)
     with pytest.raises(ValueError, match="NaN"):
         Model().fit(np.where(X > 0.9, np.nan, X), y)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 50, 400])
+def test_bordered_norm_matches_the_svd(n):
+    from klrlab.baselines import bordered_norm_squared
+    from klrlab.kernels import Kernel
+    K = Kernel("rbf", gamma=2.0)(np.random.default_rng(n).normal(size=(n, 3)))
+    exact = np.linalg.norm(np.c_[K, np.ones(n)], 2) ** 2
+    assert abs(bordered_norm_squared(K) - exact) <= 1e-12 * exact
