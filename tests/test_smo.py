@@ -183,7 +183,9 @@ def test_random_problems_certificate_and_reference(n, seed, C, loss, wss, gamma,
     ref = reference_smo(k(X), y, C, loss, lam, lo, hi, wss, tol=1e-7, max_iter=max(100_000, 3 * res.n_iter),
                         alpha0=np.zeros(n) if loss == "hinge" else initial_alpha(y, lo, hi, C))
     f_ref = reference_objective(k(X), y, ref["alpha"], C, loss, lam)
-    assert ref["gap"] <= 1e-7
+    # the reference updates F incrementally, so its gap has a rounding floor that grows with C (found by hypothesis:
+    # a rank-deficient linear kernel at C = 839 stalls at 2e-7 however long it runs, with the objective equal to 2e-12)
+    assert ref["gap"] <= max(1e-7, 1e-9 * C)
     assert abs(res.objective - f_ref) <= 1e-7 * max(1.0, abs(f_ref))
 
 
