@@ -299,7 +299,7 @@ def _availability(chains, offline: bool) -> dict:
             problems[key] = str(e).splitlines()[0]
     return problems
 
-# %% ../nbs/80_repro.ipynb #19aa3752
+# %% ../nbs/80_repro.ipynb #2aeeec0d
 def records_frame(records: Sequence[dict]) -> pd.DataFrame:
     "Cells as tidy rows: the cell's fields, its grid parameters and its metrics as columns."
     rows = []
@@ -313,6 +313,7 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     ours = ours.rename(columns={"value": "ours"})
     if paper is None or not len(paper): return ours
     keys = key_columns(paper)
+    if ours.empty: ours = pd.DataFrame(columns=[*keys, "ours"])   # nothing of ours (e.g. a --configs subset): the paper's rows alone
     missing = [k for k in keys if k not in ours]
     if missing: raise ValueError(f"our table lacks the published keys {missing}")
     paper = paper[keys + ["value"] + (["note"] if "note" in paper else [])].rename(columns={"value": "paper", "note": "paper_note"})

@@ -284,6 +284,8 @@ def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
         assert t3.loc[("wisconsin", "KLR-2ord", "best", run_label, "ratio"), "paper"] == 0.978
     cells = result.cells["cv"].query("status == 'done'")
     assert (cells[cells.config.str.endswith("-capped")].n_iter <= 10_000).all()
+    heuristic = cells[cells.config == "2ord-heuristic"]
+    assert len(heuristic) and np.allclose(heuristic.lam, heuristic.C / 10)     # the lambda actually used is recorded
     t4 = result.tables["table4"].dropna(subset=["ours"])
     assert set(t4.run) == {"converged", "capped"} and set(t4.method) == {"S-KLR-1ord", "S-KLR-2ord", "2ord/1ord"}
     probs = result.tables["probabilities"]
@@ -312,3 +314,14 @@ def test_configs_filter_runs_only_those_and_rejects_unknown_names(tmp_path):
     assert {cells[0].config for _, cells in chains} == {"2ord", "SVM"}
     with pytest.raises(ReproError, match="unknown configuration of consolo '3ord'; accepted values: .*2ord-capped"):
         run("consolo", profile="quick", out=tmp_path, configs=["3ord"], progress=False)
+
+
+def test_a_configuration_subset_still_writes_every_table(tmp_path):
+    from klrlab.papers.consolo import CV, paper_grid
+    tiny = Experiment("cv", "tiny", ["wisconsin"], CV.configs, paper_grid([1.0], 2), CV.run_point, CV.summarize,
+                      folds=[0], load=CV.load, published=CV.published)
+    result = run(Protocol("consolo", "tiny", (tiny,)), profile="quick", out=tmp_path, configs=["SVM"], progress=False)
+    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
+    assert result.tables["table3"].ours.isna().all() and len(result.tables["table3"])   # the paper's rows, none of ours
+    svm = result.tables["table2"].query("method == 'SVM' and dataset == 'wisconsin'")
+    assert svm.ours.notna().all() and len(svm) == 4

@@ -56,7 +56,7 @@ def fold_parts(data, fold: int, seed: int):
     X_train, X_test = scaler.transform(data.X[train]), scaler.transform(data.X[test])
     return X_train, data.y[train], X_test, data.y[test], fit, val
 
-# %% ../../nbs/90_repro_consolo.ipynb #25e67883
+# %% ../../nbs/90_repro_consolo.ipynb #a8214fdf
 def full_cache_mb(n: int) -> float:
     "A kernel cache (MB) that holds all n rows, up to CACHE_LIMIT_MB."
     return min(CACHE_LIMIT_MB, 8.0 * n * n / 2 ** 20 + 1.0)
@@ -111,6 +111,7 @@ def consolo_point(data, cell, state):
     except ValueError as e:
         if "infeasible" in str(e): raise SkipPoint(f"problem (22) is infeasible at C = {C:g}: {e}") from None
         raise
+    lam = float(getattr(full_model, "lam_", lam))                    # the lambda used (C/10 for the heuristic)
     metrics = dict(lam=lam, val_accuracy=float(np.mean(val_model.predict(X[val]) == y[val])), val_ratio=support_ratio(val_model, len(fit)),
                    test_accuracy=float(np.mean(full_model.predict(Xt) == yt)), test_ratio=support_ratio(full_model, len(y)), fit_seconds=seconds)
     if hasattr(full_model, "predict_proba"): metrics.update(probability_metrics(full_model, Xt, yt))
