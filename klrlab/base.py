@@ -91,7 +91,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.pairwise = getattr(self, "kernel", None) == "precomputed"
         return tags
 
-# %% ../nbs/03_base.ipynb #d93c4f5d
+# %% ../nbs/03_base.ipynb #21a53800
 def _fit(self, X, y):
     X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
     check_classification_targets(y)
@@ -102,7 +102,8 @@ def _fit(self, X, y):
         raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]}")
     if len(classes) > 2 and self._binary_only:
         raise ValueError(f"{type(self).__name__} is a binary classifier; y has {len(classes)} classes {list(classes)}")
-    previous = getattr(self, "_alpha_full", None) if self.warm_start is True else None
+    keeps_alpha = bool(self.warm_start) and not isinstance(self.warm_start, str)   # True (or a NumPy True), not "kernel"
+    previous = getattr(self, "_alpha_full", None) if keeps_alpha else None
     if previous is not None and (len(previous) != (1 if len(classes) == 2 else len(classes)) or len(previous[0]) != len(y)):
         previous = None  # a different problem: warm start does not apply
     if previous is not None and getattr(self, "_fit_C", None) and hasattr(self, "C"):

@@ -193,3 +193,13 @@ def test_warm_start_accepts_only_booleans_and_kernel(gauss):
     X, y, _, _ = gauss
     with pytest.raises(ValueError, match="'warm_start' parameter"):
         KernelLogisticRegression(warm_start="alpha").fit(X, y)
+
+
+def test_a_numpy_true_warm_start_warm_starts(gauss):
+    X, y, _, _ = gauss
+    plain = KernelLogisticRegression(C=1.0, gamma=0.5, warm_start=True).fit(X, y)
+    plain.set_params(C=2.0).fit(X, y)
+    numpy_true = KernelLogisticRegression(C=1.0, gamma=0.5, warm_start=np.True_).fit(X, y)
+    numpy_true.set_params(C=2.0).fit(X, y)
+    assert numpy_true.n_iter_ == plain.n_iter_
+    np.testing.assert_array_equal(numpy_true.dual_coef_, plain.dual_coef_)

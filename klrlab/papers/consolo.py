@@ -11,7 +11,7 @@ __all__ = ['DATASETS', 'QUICK_DATASETS', 'GAMMA', 'FOLDS', 'VALIDATION', 'CONFIG
            'probability_metrics', 'consolo_point', 'selected', 'fold_means', 'with_average', 'timing_rows',
            'summarize_consolo', 'probability_table']
 
-# %% ../../nbs/90_repro_consolo.ipynb #fdab3c78
+# %% ../../nbs/90_repro_consolo.ipynb #2e6539d2
 import time
 import warnings
 
@@ -25,7 +25,7 @@ from sklearn.svm import SVC
 
 from ..baselines import HalfThresholdingKLR, ImportVectorMachine
 from ..datasets import load
-from ..klr import PRESETS, KernelLogisticRegression
+from ..klr import KernelLogisticRegression
 from ..repro import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
 
 # %% ../../nbs/90_repro_consolo.ipynb #9ccb11da
@@ -121,7 +121,7 @@ def consolo_point(data, cell, state):
     if cell.config == "L1/2-KLR": metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_))
     return metrics, None
 
-# %% ../../nbs/90_repro_consolo.ipynb #22552bf0
+# %% ../../nbs/90_repro_consolo.ipynb #8666f41d
 RULES = {"best": lambda g, acc, ratio: select_best(g, acc, tie_break=ratio),      # ties: the sparser, then the earlier
          "s3": lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3),              # every point tied with the 3rd best competes
          "best-grid": lambda g, acc, ratio: select_best(g, acc),                     # ties: the earlier grid point only
@@ -133,12 +133,12 @@ def selected(cells: pd.DataFrame, config: str, rule: str, on: str = "val", lam_z
     if lam_zero: part = part[part.k == 0]
     part = part.sort_values(["dataset", "fold", "C", "k"])
     rows = [RULES[rule](g, f"{on}_accuracy", f"{on}_ratio") for _, g in part.groupby(["dataset", "fold"])]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=cells.columns)      # the cells' columns even when nothing is chosen
 
 def fold_means(chosen: pd.DataFrame, method: str, selection: str, run: str = "-") -> list:
     "Per dataset: the mean test accuracy (with its std over folds) and the mean support ratio of the chosen cells."
     rows = []
-    for dataset, g in (chosen.groupby("dataset") if len(chosen) else ()):
+    for dataset, g in chosen.groupby("dataset"):
         common = dict(dataset=dataset, method=method, selection=selection, run=run)
         rows += [dict(common, metric="accuracy", value=g.test_accuracy.mean(), std=g.test_accuracy.std()),
                  dict(common, metric="ratio", value=g.test_ratio.mean())]
@@ -155,7 +155,7 @@ def with_average(rows: list, n_datasets: int) -> pd.DataFrame:
     avg["std"] = np.where(avg.metric == "accuracy", avg["std"], np.nan)
     return pd.concat([frame, avg.assign(dataset="average")], ignore_index=True)
 
-# %% ../../nbs/90_repro_consolo.ipynb #06512e0a
+# %% ../../nbs/90_repro_consolo.ipynb #4b05eb6b
 RUNS = {"converged": "", "capped": "-capped"}   # run label -> suffix of the S-KLR configurations
 
 def timing_rows(cells: pd.DataFrame, run: str) -> list:
@@ -165,14 +165,12 @@ def timing_rows(cells: pd.DataFrame, run: str) -> list:
     rows = []
     for dataset, g in done.groupby("dataset"):
         if g.config.nunique() < 2: continue
-        t, it = g.groupby("config").fit_seconds.mean(), g.groupby("config").n_iter.mean()
-        capped = g.groupby("config").converged.apply(lambda c: 1.0 - c.astype(float).mean())
-        rows += [dict(dataset=dataset, method="S-KLR-1ord", metric="seconds", run=run, value=t[first], mean_iterations=it[first],
-                      not_converged=capped[first]),
-                 dict(dataset=dataset, method="S-KLR-2ord", metric="seconds", run=run, value=t[second], mean_iterations=it[second],
-                      not_converged=capped[second]),
-                 dict(dataset=dataset, method="2ord/1ord", metric="ratio", run=run, value=t[second] / t[first],
-                      mean_iterations=it[second] / it[first])]
+        mean = g.assign(not_converged=1.0 - g.converged.astype(float)).groupby("config")[["fit_seconds", "n_iter", "not_converged"]].mean()
+        common = dict(dataset=dataset, run=run)
+        rows += [dict(common, method=f"S-KLR-{config[:4]}", metric="seconds", value=mean.fit_seconds[config],
+                      mean_iterations=mean.n_iter[config], not_converged=mean.not_converged[config]) for config in (first, second)]
+        rows.append(dict(common, method="2ord/1ord", metric="ratio", value=mean.fit_seconds[second] / mean.fit_seconds[first],
+                         mean_iterations=mean.n_iter[second] / mean.n_iter[first]))
     return rows
 
 def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
@@ -203,7 +201,7 @@ def probability_table(cells: pd.DataFrame) -> pd.DataFrame:
                                                       ("S-KLR, sparsest of 3", "2ord", "s3", False)]]
     for method, config, rule, lam_zero, run in choices + [("SVC + Platt", "SVC+Platt", "best", False, "-")]:
         chosen = selected(cells, config, rule, lam_zero=lam_zero)
-        for dataset, g in (chosen.groupby("dataset") if len(chosen) else ()):
+        for dataset, g in chosen.groupby("dataset"):
             rows += [dict(dataset=dataset, method=method, run=run, metric=m, value=g[c].mean())
                      for m, c in (("log-loss", "test_logloss"), ("Brier", "test_brier"), ("ECE", "test_ece"), ("accuracy", "test_accuracy"),
                                   ("ratio", "test_ratio"))]
