@@ -3,7 +3,7 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CYTHON_MODULES = ["_kernels", "_smo"]
+CYTHON_MODULES = ["_kernels", "_smo", "_baselines"]
 
 extensions = [
     Extension(
