@@ -325,3 +325,18 @@ def test_a_configuration_subset_still_writes_every_table(tmp_path):
     assert result.tables["table3"].ours.isna().all() and len(result.tables["table3"])   # the paper's rows, none of ours
     svm = result.tables["table2"].query("method == 'SVM' and dataset == 'wisconsin'")
     assert svm.ours.notna().all() and len(svm) == 4
+
+
+def test_consolo_averages_need_all_twelve_datasets():
+    from klrlab.papers.consolo import DATASETS, timing_rows, with_average
+    rows = []
+    for i, dataset in enumerate(DATASETS):
+        for config, seconds, iterations in (("1ord-capped", 2.0 + i, 100.0), ("2ord-capped", 1.0 + i, 50.0)):
+            rows.append(dict(dataset=dataset, config=config, status="done", fit_seconds=seconds, n_iter=iterations, converged=True))
+    cells = pd.DataFrame(rows)
+    table = with_average(timing_rows(cells, "capped"), len(DATASETS))
+    ratio = table.query("dataset == 'average' and method == '2ord/1ord'")
+    assert len(ratio) == 1 and np.isclose(ratio.value.iloc[0], np.mean([(1.0 + i) / (2.0 + i) for i in range(12)]))  # mean of the ratios
+    assert np.isnan(ratio["std"].iloc[0])                                       # the std is for accuracies only
+    partial = with_average(timing_rows(cells[cells.dataset != "magic"], "capped"), len(DATASETS))
+    assert "average" not in set(partial.dataset)                                # 11 datasets: no average

@@ -155,7 +155,7 @@ def with_average(rows: list, n_datasets: int) -> pd.DataFrame:
     avg["std"] = np.where(avg.metric == "accuracy", avg["std"], np.nan)
     return pd.concat([frame, avg.assign(dataset="average")], ignore_index=True)
 
-# %% ../../nbs/90_repro_consolo.ipynb #4b05eb6b
+# %% ../../nbs/90_repro_consolo.ipynb #b41dd46e
 RUNS = {"converged": "", "capped": "-capped"}   # run label -> suffix of the S-KLR configurations
 
 def timing_rows(cells: pd.DataFrame, run: str) -> list:
@@ -190,7 +190,7 @@ def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
         table5 += fold_means(selected(cells, "2ord-heuristic", rule, on="test"), "S-KLR lambda=C/10", rule, "converged")
     table2 += fold_means(selected(cells, "IVM", "best"), "IVM", "-")
     n = len(DATASETS)
-    return {"table2": with_average(table2, n), "table3": with_average(table3, n), "table4": pd.DataFrame(table4),
+    return {"table2": with_average(table2, n), "table3": with_average(table3, n), "table4": with_average(table4, n),
             "table5": with_average(table5, n), "probabilities": probability_table(cells)}
 
 def probability_table(cells: pd.DataFrame) -> pd.DataFrame:
