@@ -98,7 +98,7 @@ def _newton_fit(K_nS, K_SS, y, C, beta, b, tol=1e-10, max_steps=50):
 # %% ../nbs/13_baselines.ipynb #5f5bb6cf
 SPAN_TOLERANCE = 1e-10      # relative Schur complement below which a candidate adds nothing to the span of S
 
-# %% ../nbs/13_baselines.ipynb #f98e85bd
+# %% ../nbs/13_baselines.ipynb #ff45f195
 def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     "H after one Newton step on S + {l} for every point l (+inf for l in S); K is C-contiguous float64."
     n, m = len(y), len(S)
@@ -110,9 +110,9 @@ def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     Omega = np.zeros((m + 1, m + 1)); Omega[:m, :m] = K_SS
     g = Phi.T @ r + Omega @ theta
     Hinv = np.linalg.inv((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
-    K_diag = K.diagonal().copy()
+    K_diag, K_S_rows = K.diagonal(), K[S]
     h = (Phi * w[:, None]).T @ K                                    # (m+1) x n: every candidate's new Hessian column
-    h[:m] += K[S]
+    h[:m] += K_S_rows
     g_l = K.T @ r + Phi[:, :m] @ beta
     h_ll = np.einsum("ic,i,ic->c", K, w, K) + K_diag
     Hinv_h = Hinv @ h
@@ -124,9 +124,9 @@ def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     loss = np.zeros(n)
     for start in range(0, n, block_rows):
         rows = slice(start, min(start + block_rows, n))
-        add_candidate_losses(K[rows], np.ascontiguousarray(Phi[rows] @ Hinv_h), base[rows], y[rows], d_l, loss)
+        add_candidate_losses(K[rows], Phi[rows] @ Hinv_h, base[rows], y[rows], d_l, loss)
     beta_new = beta[:, None] + d_theta[:m]
-    quad = np.einsum("mc,mc->c", beta_new, K_SS @ beta_new) + 2 * d_l * np.einsum("mc,mc->c", beta_new, K[S]) + d_l ** 2 * K_diag
+    quad = np.einsum("mc,mc->c", beta_new, K_SS @ beta_new) + 2 * d_l * np.einsum("mc,mc->c", beta_new, K_S_rows) + d_l ** 2 * K_diag
     values = np.where(degenerate, np.inf, 0.5 * quad + C * loss)
     values[S] = np.inf
     return values
