@@ -8,11 +8,12 @@ Docs: https://klrlab.github.io/klrlab/baselines.html.md"""
 __all__ = ['SPAN_TOLERANCE', 'import_vector_machine', 'ImportVectorMachine', 'half_threshold', 'bordered_norm_squared',
            'half_thresholding_klr', 'HalfThresholdingKLR']
 
-# %% ../nbs/13_baselines.ipynb #fb47f1ed
+# %% ../nbs/13_baselines.ipynb #cf30fff2
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.linalg import cholesky, solve_triangular
 from scipy.sparse.linalg import LinearOperator, eigsh
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -95,10 +96,17 @@ def _newton_fit(K_nS, K_SS, y, C, beta, b, tol=1e-10, max_steps=50):
         if decrease <= tol * max(1.0, abs(value)): break
     return theta[:m], theta[m], value
 
-# %% ../nbs/13_baselines.ipynb #5f5bb6cf
+# %% ../nbs/13_baselines.ipynb #d5ecab6a
 SPAN_TOLERANCE = 1e-10      # relative Schur complement below which a candidate adds nothing to the span of S
 
-# %% ../nbs/13_baselines.ipynb #ff45f195
+def _hessian_factor(H):
+    "Lower Cholesky factor of the symmetric positive semi-definite H; a ridge grows from 1e-12 of its mean diagonal only if rounding made H indefinite."
+    ridge = 0.0
+    while True:
+        try: return cholesky(H + ridge * np.eye(len(H)), lower=True)
+        except np.linalg.LinAlgError: ridge = max(10 * ridge, 1e-12 * np.trace(H) / len(H))
+
+# %% ../nbs/13_baselines.ipynb #314ec129
 def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     "H after one Newton step on S + {l} for every point l (+inf for l in S); K is C-contiguous float64."
     n, m = len(y), len(S)
@@ -109,18 +117,20 @@ def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     K_SS = K[np.ix_(S, S)]
     Omega = np.zeros((m + 1, m + 1)); Omega[:m, :m] = K_SS
     g = Phi.T @ r + Omega @ theta
-    Hinv = np.linalg.inv((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
+    L = _hessian_factor((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
     K_diag, K_S_rows = K.diagonal(), K[S]
     h = (Phi * w[:, None]).T @ K                                    # (m+1) x n: every candidate's new Hessian column
     h[:m] += K_S_rows
     g_l = K.T @ r + Phi[:, :m] @ beta
     h_ll = np.einsum("ic,i,ic->c", K, w, K) + K_diag
-    Hinv_h = Hinv @ h
-    schur = h_ll - np.einsum("mc,mc->c", h, Hinv_h)
+    Z, z_g = solve_triangular(L, h, lower=True), solve_triangular(L, g, lower=True)   # L^-1 h and L^-1 g
+    schur = h_ll - np.einsum("mc,mc->c", Z, Z)
     degenerate = schur <= SPAN_TOLERANCE * h_ll
-    d_l = np.where(degenerate, 0.0, -(g_l - Hinv_h.T @ g) / np.where(degenerate, 1.0, schur))
-    d_theta = -(Hinv @ g)[:, None] - Hinv_h * d_l
-    base = f - Phi @ (Hinv @ g)                                     # the decision values' change common to all candidates
+    d_l = np.where(degenerate, 0.0, -(g_l - Z.T @ z_g) / np.where(degenerate, 1.0, schur))
+    Hinv_h = solve_triangular(L, Z, lower=True, trans="T")
+    Hinv_g = solve_triangular(L, z_g, lower=True, trans="T")
+    d_theta = -Hinv_g[:, None] - Hinv_h * d_l
+    base = f - Phi @ Hinv_g                                         # the decision values' change common to all candidates
     loss = np.zeros(n)
     for start in range(0, n, block_rows):
         rows = slice(start, min(start + block_rows, n))
