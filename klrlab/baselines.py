@@ -8,7 +8,7 @@ Docs: https://klrlab.github.io/klrlab/baselines.html.md"""
 __all__ = ['SPAN_TOLERANCE', 'import_vector_machine', 'ImportVectorMachine', 'half_threshold', 'bordered_norm_squared',
            'half_thresholding_klr', 'HalfThresholdingKLR']
 
-# %% ../nbs/13_baselines.ipynb #cf30fff2
+# %% ../nbs/13_baselines.ipynb #fba82c23
 import warnings
 from numbers import Integral, Real
 
@@ -19,6 +19,7 @@ from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._baselines import add_candidate_losses
@@ -106,9 +107,9 @@ def _hessian_factor(H):
         try: return cholesky(H + ridge * np.eye(len(H)), lower=True)
         except np.linalg.LinAlgError: ridge = max(10 * ridge, 1e-12 * np.trace(H) / len(H))
 
-# %% ../nbs/13_baselines.ipynb #314ec129
-def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
-    "H after one Newton step on S + {l} for every point l (+inf for l in S); K is C-contiguous float64."
+# %% ../nbs/13_baselines.ipynb #f25c3065
+def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256):
+    "H after one Newton step on S + {l} for each candidate l (None: every point, +inf for l in S); K is symmetric, C-contiguous float64."
     n, m = len(y), len(S)
     Phi = np.c_[K[:, S], np.ones(n)]
     theta = np.r_[beta, b]
@@ -118,11 +119,12 @@ def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     Omega = np.zeros((m + 1, m + 1)); Omega[:m, :m] = K_SS
     g = Phi.T @ r + Omega @ theta
     L = _hessian_factor((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
-    K_diag, K_S_rows = K.diagonal(), K[S]
-    h = (Phi * w[:, None]).T @ K                                    # (m+1) x n: every candidate's new Hessian column
+    if candidates is None: Kc, K_diag, K_S_rows, f_S = K, K.diagonal(), K[S], Phi[:, :m] @ beta
+    else: Kc, K_diag, K_S_rows, f_S = K[candidates].T.copy(), K[candidates, candidates], K[np.ix_(S, candidates)], K[candidates][:, S] @ beta
+    h = (Phi * w[:, None]).T @ Kc                                   # (m+1) x c: every candidate's new Hessian column
     h[:m] += K_S_rows
-    g_l = K.T @ r + Phi[:, :m] @ beta
-    h_ll = np.einsum("ic,i,ic->c", K, w, K) + K_diag
+    g_l = Kc.T @ r + f_S
+    h_ll = np.einsum("ic,i,ic->c", Kc, w, Kc) + K_diag
     Z, z_g = solve_triangular(L, h, lower=True), solve_triangular(L, g, lower=True)   # L^-1 h and L^-1 g
     schur = h_ll - np.einsum("mc,mc->c", Z, Z)
     degenerate = schur <= SPAN_TOLERANCE * h_ll
@@ -131,30 +133,45 @@ def _one_step_values(K, S, y, C, beta, b, block_rows: int = 256):
     Hinv_g = solve_triangular(L, z_g, lower=True, trans="T")
     d_theta = -Hinv_g[:, None] - Hinv_h * d_l
     base = f - Phi @ Hinv_g                                         # the decision values' change common to all candidates
-    loss = np.zeros(n)
+    loss = np.zeros(Kc.shape[1])
     for start in range(0, n, block_rows):
         rows = slice(start, min(start + block_rows, n))
-        add_candidate_losses(K[rows], Phi[rows] @ Hinv_h, base[rows], y[rows], d_l, loss)
+        add_candidate_losses(Kc[rows], Phi[rows] @ Hinv_h, base[rows], y[rows], d_l, loss)
     beta_new = beta[:, None] + d_theta[:m]
     quad = np.einsum("mc,mc->c", beta_new, K_SS @ beta_new) + 2 * d_l * np.einsum("mc,mc->c", beta_new, K_S_rows) + d_l ** 2 * K_diag
     values = np.where(degenerate, np.inf, 0.5 * quad + C * loss)
-    values[S] = np.inf
+    if candidates is None: values[S] = np.inf
     return values
 
-# %% ../nbs/13_baselines.ipynb #ef87a243
-def import_vector_machine(K, y, C: float, tol: float = 1e-3, max_import: int | None = None) -> dict:
+# %% ../nbs/13_baselines.ipynb #c90d64e5
+def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
+    "The point to import next (None: every remaining point is in the span of S); with `n_candidates`, the best of a random sample."
+    S_arr = np.array(S, dtype=np.intp)
+    if n_candidates is None:
+        trial = _one_step_values(K, S_arr, y, C, beta, b)
+        return int(np.argmin(trial)) if np.isfinite(trial.min()) else None
+    while True:
+        pool = np.setdiff1d(np.flatnonzero(~in_span), S_arr)
+        if pool.size == 0: return None
+        sample = pool if pool.size <= n_candidates else np.sort(rng.choice(pool, n_candidates, replace=False))
+        trial = _one_step_values(K, S_arr, y, C, beta, b, candidates=sample)
+        in_span[sample[np.isinf(trial)]] = True                     # in the span of S, so of every larger S: never a candidate again
+        if np.isfinite(trial.min()): return int(sample[np.argmin(trial)])
+
+def import_vector_machine(K, y, C: float, tol: float = 1e-3, max_import: int | None = None,
+                          n_candidates: int | None = None, rng=None) -> dict:
     "Zhu & Hastie's greedy import on the kernel matrix K (y in {-1, +1}): the import points, their coefficients, the bias, H's path."
     K = np.ascontiguousarray(K, dtype=np.float64)
     n = len(y)
     cap = min(max_import or n, n)
-    S, beta = [], np.zeros(0)
+    S, beta, in_span, rng = [], np.zeros(0), np.zeros(n, dtype=bool), check_random_state(rng)
     b = float(np.log((y > 0).mean() / (y < 0).mean()))            # the intercept-only optimum
     value = -C * log_expit(y * b).sum()
     path, improvement = [value], np.inf
     while len(S) < cap:
-        trial = _one_step_values(K, np.array(S, dtype=np.intp), y, C, beta, b)
-        if not np.isfinite(trial.min()): break                      # every remaining point is in the span of S
-        S = S + [int(np.argmin(trial))]
+        new = _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span)
+        if new is None: break                                       # every remaining point is in the span of S
+        S = S + [new]
         beta, b, new_value = _newton_fit(K[:, S], K[np.ix_(S, S)], y, C, np.r_[beta, 0.0], b)
         improvement = (value - new_value) / max(abs(new_value), 1e-300)
         value = new_value
@@ -163,20 +180,22 @@ def import_vector_machine(K, y, C: float, tol: float = 1e-3, max_import: int | N
     stopped_by = "tol" if improvement < tol else "max_import" if len(S) == cap else "span"
     return dict(support=S, coef=beta, bias=b, objective_path=path, n_iter=len(S), relative_improvement=float(improvement), stopped_by=stopped_by)
 
-# %% ../nbs/13_baselines.ipynb #0c4d77c0
+# %% ../nbs/13_baselines.ipynb #92b589bf
 class ImportVectorMachine(_SparseKernelClassifier):
     "Zhu & Hastie's IVM: KLR on greedily imported points, each chosen by a one-step Newton criterion."
     _parameter_constraints: dict = {**_SparseKernelClassifier._parameter_constraints,
-                                    "max_import": [None, Interval(Integral, 1, None, closed="left")]}
+                                    "max_import": [None, Interval(Integral, 1, None, closed="left")],
+                                    "n_candidates": [None, Interval(Integral, 1, None, closed="left")], "random_state": ["random_state"]}
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-3, max_import=None):
+    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-3, max_import=None, n_candidates=None, random_state=None):
         self.C, self.kernel, self.gamma, self.tol, self.max_import = C, kernel, gamma, tol, max_import
+        self.n_candidates, self.random_state = n_candidates, random_state
 
     def fit(self, X, y):
         "Import points one at a time until the objective H stops improving by more than `tol` (relative)."
         self._validate_params()
         X, y = self._setup(X, y)
-        out = import_vector_machine(self._kernel(X), y, self.C, self.tol, self.max_import)
+        out = import_vector_machine(self._kernel(X), y, self.C, self.tol, self.max_import, self.n_candidates, check_random_state(self.random_state))
         self.objective_path_, self.n_import_, self.n_iter_ = out["objective_path"], out["n_iter"], out["n_iter"]
         self.relative_improvement_, self.tol_ = out["relative_improvement"], self.tol
         self.converged_ = out["stopped_by"] in ("tol", "span") or self.n_import_ == len(y)   # a max_import stop is the user's cap

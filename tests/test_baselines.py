@@ -137,3 +137,38 @@ def test_bordered_norm_matches_the_svd(n):
     K = Kernel("rbf", gamma=2.0)(np.random.default_rng(n).normal(size=(n, 3)))
     exact = np.linalg.norm(np.c_[K, np.ones(n)], 2) ** 2
     assert abs(bordered_norm_squared(K) - exact) <= 1e-12 * exact
+
+
+def test_ivm_candidate_sample_scores_are_the_full_scores(data):
+    X, y, _, _ = data
+    K, yy = np.ascontiguousarray(Kernel("rbf", gamma=0.5)(X)), np.where(y > 0, 1.0, -1.0)
+    S = np.array([4, 40, 77])
+    beta, b, _ = _newton_fit(K[:, S], K[np.ix_(S, S)], yy, 3.0, np.zeros(3), 0.0)
+    sample = np.array([0, 9, 41, 99])
+    np.testing.assert_allclose(_one_step_values(K, S, yy, 3.0, beta, b, candidates=sample),
+                               _one_step_values(K, S, yy, 3.0, beta, b)[sample], rtol=1e-12)
+
+
+def test_ivm_candidate_sample_the_size_of_the_data_is_exact_and_seeded_runs_repeat(data):
+    X, y, Xt, _ = data
+    exact = ImportVectorMachine(C=2.0, gamma=0.5).fit(X, y)
+    assert np.array_equal(ImportVectorMachine(C=2.0, gamma=0.5, n_candidates=len(y)).fit(X, y).support_, exact.support_)
+    a, b = (ImportVectorMachine(C=2.0, gamma=0.5, n_candidates=10, random_state=3).fit(X, y) for _ in range(2))
+    assert np.array_equal(a.support_, b.support_) and a.converged_
+    np.testing.assert_array_equal(a.decision_function(Xt), b.decision_function(Xt))
+
+
+def test_ivm_candidate_sample_with_duplicates_reaches_klr(data):
+    X, y, Xt, _ = data
+    X_dup, y_dup = np.r_[X[:30], X[:30:3]], np.r_[y[:30], y[:30:3]]
+    ivm = ImportVectorMachine(C=3.0, gamma=0.5, tol=0.0, n_candidates=4, random_state=0).fit(X_dup, y_dup)
+    klr = KernelLogisticRegression(C=3.0, gamma=0.5, tol=1e-10).fit(X_dup, y_dup)
+    assert ivm.converged_ and ivm.n_import_ == 30 == len(np.unique(ivm.support_vectors_, axis=0))
+    np.testing.assert_allclose(ivm.decision_function(Xt), klr.decision_function(Xt), atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [dict(n_candidates=0), dict(n_candidates=2.5), dict(random_state="seed")])
+def test_ivm_rejects_bad_candidate_parameters(data, bad):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ImportVectorMachine(**bad).fit(X, y)
