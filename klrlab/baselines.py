@@ -220,42 +220,58 @@ def bordered_norm_squared(K) -> float:
     op = LinearOperator((n, n), matvec=lambda v: K @ (K @ v) + v.sum(), dtype=np.float64)
     return float(eigsh(op, k=1, which="LA", v0=np.ones(n), tol=1e-14, return_eigenvectors=False)[0])
 
-# %% ../nbs/13_baselines.ipynb #93289312
-def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000) -> dict:
-    "Xu et al.'s proximal-gradient iteration for C sum log(1 + exp(-y (K beta + b))) + sum |beta_i|^(1/2), step 1/L."
+# %% ../nbs/13_baselines.ipynb #777458fd
+def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
+    "L ||(beta, b) - prox_{1/L}((beta, b) - grad / L)||_inf: zero at the fixed points of the half-thresholding iteration."
+    return float(L * max(np.abs(beta - half_threshold(beta - grad_beta / L, 1.0 / L)).max(initial=0.0), abs(grad_b / L)))
+
+def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5) -> dict:
+    "Proximal gradient (half thresholding) for C sum log(1 + exp(-y (K beta + b))) + sum |beta_i|^(1/2): SpaRSA's step, or 1/L if `step='fixed'`."
     objective = lambda beta, f: -C * log_expit(y * f).sum() + np.sqrt(np.abs(beta)).sum()
-    mu = 1.0 / (C / 4 * bordered_norm_squared(K))
+    L = C / 4 * bordered_norm_squared(K)
     beta, b = np.zeros(len(y)), 0.0
-    f = np.zeros(len(y))                               # K beta + b, kept so each iteration multiplies by K twice, not three times
+    f = np.zeros(len(y))                               # K beta + b, kept so each step multiplies by K twice, not three times
     value = objective(beta, f)
-    path, decrease = [value], np.inf
+    path, decrease, mu = [value], np.inf, 1.0 / L
+    _, r, _ = _logistic_terms(f, y, C)
+    grad, grad_b = K @ r, r.sum()
     for it in range(1, max_iter + 1):
-        _, r, _ = _logistic_terms(f, y, C)
-        beta = half_threshold(beta - mu * (K @ r), mu)
-        b = b - mu * r.sum()
-        f = K @ beta + b
-        new_value = objective(beta, f)
+        reference = max(path[-memory:]) if step == "bb" else value
+        while True:                                    # with step='fixed', mu = 1/L: one pass
+            new_beta, new_b = half_threshold(beta - mu * grad, mu), b - mu * grad_b
+            new_f = K @ new_beta + new_b
+            new_value = objective(new_beta, new_f)
+            change = np.sum((new_beta - beta) ** 2) + (new_b - b) ** 2
+            if mu * L <= 1.0 + 1e-12 or new_value <= reference - 1e-4 / (2 * mu) * change: break
+            mu = max(mu / 2, 1.0 / L)
+        _, r, _ = _logistic_terms(new_f, y, C)
+        new_grad, new_grad_b = K @ r, r.sum()
+        curvature = (new_beta - beta) @ (new_grad - grad) + (new_b - b) * (new_grad_b - grad_b)
+        beta, b, f, grad, grad_b = new_beta, new_b, new_f, new_grad, new_grad_b
         path.append(new_value)
-        decrease = (value - new_value) / max(1.0, abs(new_value))
+        decrease = (reference - new_value) / max(1.0, abs(new_value))
         value = new_value
         if decrease <= tol: break
-    return dict(beta=beta, bias=b, objective_path=path, n_iter=it, relative_decrease=float(decrease), converged=bool(decrease <= tol))
+        if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
+    return dict(beta=beta, bias=b, objective_path=path, n_iter=it, relative_decrease=float(decrease), converged=bool(decrease <= tol),
+                prox_gradient_norm=_prox_gradient_norm(beta, b, grad, grad_b, L))
 
-# %% ../nbs/13_baselines.ipynb #f2d010f8
+# %% ../nbs/13_baselines.ipynb #e39b8580
 class HalfThresholdingKLR(_SparseKernelClassifier):
     "l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient) iteration."
     _parameter_constraints: dict = {**_SparseKernelClassifier._parameter_constraints,
-                                    "max_iter": [Interval(Integral, 1, None, closed="left")]}
+                                    "max_iter": [Interval(Integral, 1, None, closed="left")], "step": [StrOptions({"bb", "fixed"})]}
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-6, max_iter=5000):
-        self.C, self.kernel, self.gamma, self.tol, self.max_iter = C, kernel, gamma, tol, max_iter
+    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-6, max_iter=5000, step="bb"):
+        self.C, self.kernel, self.gamma, self.tol, self.max_iter, self.step = C, kernel, gamma, tol, max_iter, step
 
     def fit(self, X, y):
         "Proximal-gradient iterations until the objective's relative decrease falls below `tol`, or `max_iter`."
         self._validate_params()
         X, y = self._setup(X, y)
-        out = half_thresholding_klr(self._kernel(X), y, self.C, self.tol, self.max_iter)
+        out = half_thresholding_klr(self._kernel(X), y, self.C, self.tol, self.max_iter, self.step)
         self.objective_path_, self.n_iter_, self.converged_ = out["objective_path"], out["n_iter"], out["converged"]
+        self.prox_gradient_norm_ = out["prox_gradient_norm"]
         self.relative_decrease_, self.tol_ = out["relative_decrease"], self.tol
         if not self.converged_:
             warnings.warn(f"HalfThresholdingKLR stopped at max_iter={self.max_iter} with a relative decrease of "

@@ -57,7 +57,7 @@ def fold_parts(data, fold: int, seed: int):
     X_train, X_test = scaler.transform(data.X[train]), scaler.transform(data.X[test])
     return X_train, data.y[train], X_test, data.y[test], fit, val
 
-# %% ../../nbs/90_repro_consolo.ipynb #612bdc4a
+# %% ../../nbs/90_repro_consolo.ipynb #a666906d
 def full_cache_mb(n: int) -> float:
     "A kernel cache (MB) that holds all n rows, up to CACHE_LIMIT_MB."
     return min(CACHE_LIMIT_MB, 8.0 * n * n / 2 ** 20 + 1.0)
@@ -68,7 +68,7 @@ def make_model(config: str, C: float, lam: float, state, n: int, warm: bool = Tr
     if config == "SVC+Platt": return CalibratedClassifierCV(SVC(C=C, gamma=GAMMA), ensemble=False, cv=5)
     if config == "IVM": return ImportVectorMachine(C=C, gamma=GAMMA, n_candidates=IVM_CANDIDATES, random_state=0)
     if config == "IVM-all": return ImportVectorMachine(C=C, gamma=GAMMA)
-    if config == "L1/2-KLR": return HalfThresholdingKLR(C=C, gamma=GAMMA)
+    if config == "L1/2-KLR": return HalfThresholdingKLR(C=C, gamma=GAMMA, step="fixed")   # the stored cells: Xu et al.'s safe step
     preset = "S-KLR-1ord" if config.startswith("1ord") else "S-KLR-2ord"
     max_iter = PAPER_MAX_ITER if config.endswith("-capped") else CONVERGED_MAX_ITER
     model = state if state is not None else KernelLogisticRegression.from_preset(preset, gamma=GAMMA, cache_size=full_cache_mb(n))
