@@ -107,7 +107,7 @@ def _hessian_factor(H):
         try: return cholesky(H + ridge * np.eye(len(H)), lower=True)
         except np.linalg.LinAlgError: ridge = max(10 * ridge, 1e-12 * np.trace(H) / len(H))
 
-# %% ../nbs/13_baselines.ipynb #f25c3065
+# %% ../nbs/13_baselines.ipynb #df001718
 def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256):
     "H after one Newton step on S + {l} for each candidate l (None: every point, +inf for l in S); K is symmetric, C-contiguous float64."
     n, m = len(y), len(S)
@@ -120,7 +120,9 @@ def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256
     g = Phi.T @ r + Omega @ theta
     L = _hessian_factor((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
     if candidates is None: Kc, K_diag, K_S_rows, f_S = K, K.diagonal(), K[S], Phi[:, :m] @ beta
-    else: Kc, K_diag, K_S_rows, f_S = K[candidates].T.copy(), K[candidates, candidates], K[np.ix_(S, candidates)], K[candidates][:, S] @ beta
+    else:
+        K_cand = K[candidates]                                      # c x n, gathered once: K is symmetric, so its rows are the columns
+        Kc, K_diag, K_S_rows, f_S = K_cand.T.copy(), K[candidates, candidates], K_cand[:, S].T, K_cand[:, S] @ beta
     h = (Phi * w[:, None]).T @ Kc                                   # (m+1) x c: every candidate's new Hessian column
     h[:m] += K_S_rows
     g_l = Kc.T @ r + f_S
@@ -143,7 +145,7 @@ def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256
     if candidates is None: values[S] = np.inf
     return values
 
-# %% ../nbs/13_baselines.ipynb #c90d64e5
+# %% ../nbs/13_baselines.ipynb #17b5c993
 def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
     "The point to import next (None: every remaining point is in the span of S); with `n_candidates`, the best of a random sample."
     S_arr = np.array(S, dtype=np.intp)
@@ -159,12 +161,12 @@ def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
         if np.isfinite(trial.min()): return int(sample[np.argmin(trial)])
 
 def import_vector_machine(K, y, C: float, tol: float = 1e-3, max_import: int | None = None,
-                          n_candidates: int | None = None, rng=None) -> dict:
+                          n_candidates: int | None = None, random_state=None) -> dict:
     "Zhu & Hastie's greedy import on the kernel matrix K (y in {-1, +1}): the import points, their coefficients, the bias, H's path."
     K = np.ascontiguousarray(K, dtype=np.float64)
     n = len(y)
     cap = min(max_import or n, n)
-    S, beta, in_span, rng = [], np.zeros(0), np.zeros(n, dtype=bool), check_random_state(rng)
+    S, beta, in_span, rng = [], np.zeros(0), np.zeros(n, dtype=bool), check_random_state(random_state)
     b = float(np.log((y > 0).mean() / (y < 0).mean()))            # the intercept-only optimum
     value = -C * log_expit(y * b).sum()
     path, improvement = [value], np.inf
@@ -180,7 +182,7 @@ def import_vector_machine(K, y, C: float, tol: float = 1e-3, max_import: int | N
     stopped_by = "tol" if improvement < tol else "max_import" if len(S) == cap else "span"
     return dict(support=S, coef=beta, bias=b, objective_path=path, n_iter=len(S), relative_improvement=float(improvement), stopped_by=stopped_by)
 
-# %% ../nbs/13_baselines.ipynb #92b589bf
+# %% ../nbs/13_baselines.ipynb #98886a61
 class ImportVectorMachine(_SparseKernelClassifier):
     "Zhu & Hastie's IVM: KLR on greedily imported points, each chosen by a one-step Newton criterion."
     _parameter_constraints: dict = {**_SparseKernelClassifier._parameter_constraints,
@@ -195,7 +197,7 @@ class ImportVectorMachine(_SparseKernelClassifier):
         "Import points one at a time until the objective H stops improving by more than `tol` (relative)."
         self._validate_params()
         X, y = self._setup(X, y)
-        out = import_vector_machine(self._kernel(X), y, self.C, self.tol, self.max_import, self.n_candidates, check_random_state(self.random_state))
+        out = import_vector_machine(self._kernel(X), y, self.C, self.tol, self.max_import, self.n_candidates, self.random_state)
         self.objective_path_, self.n_import_, self.n_iter_ = out["objective_path"], out["n_iter"], out["n_iter"]
         self.relative_improvement_, self.tol_ = out["relative_improvement"], self.tol
         self.converged_ = out["stopped_by"] in ("tol", "span") or self.n_import_ == len(y)   # a max_import stop is the user's cap
@@ -220,7 +222,7 @@ def bordered_norm_squared(K) -> float:
     op = LinearOperator((n, n), matvec=lambda v: K @ (K @ v) + v.sum(), dtype=np.float64)
     return float(eigsh(op, k=1, which="LA", v0=np.ones(n), tol=1e-14, return_eigenvectors=False)[0])
 
-# %% ../nbs/13_baselines.ipynb #777458fd
+# %% ../nbs/13_baselines.ipynb #31f35c2b
 def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
     "L ||(beta, b) - prox_{1/L}((beta, b) - grad / L)||_inf: zero at the fixed points of the half-thresholding iteration."
     return float(L * max(np.abs(beta - half_threshold(beta - grad_beta / L, 1.0 / L)).max(initial=0.0), abs(grad_b / L)))
@@ -230,13 +232,11 @@ def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 500
     objective = lambda beta, f: -C * log_expit(y * f).sum() + np.sqrt(np.abs(beta)).sum()
     L = C / 4 * bordered_norm_squared(K)
     beta, b = np.zeros(len(y)), 0.0
-    f = np.zeros(len(y))                               # K beta + b, kept so each step multiplies by K twice, not three times
-    value = objective(beta, f)
-    path, decrease, mu = [value], np.inf, 1.0 / L
-    _, r, _ = _logistic_terms(f, y, C)
-    grad, grad_b = K @ r, r.sum()
+    path, decrease, mu = [objective(beta, np.zeros(len(y)))], np.inf, 1.0 / L
+    _, r, _ = _logistic_terms(np.zeros(len(y)), y, C)
+    grad, grad_b = K @ r, r.sum()                      # carried over from the end of each step: two products with K per step, not three
     for it in range(1, max_iter + 1):
-        reference = max(path[-memory:]) if step == "bb" else value
+        reference = max(path[-memory:]) if step == "bb" else path[-1]
         while True:                                    # with step='fixed', mu = 1/L: one pass
             new_beta, new_b = half_threshold(beta - mu * grad, mu), b - mu * grad_b
             new_f = K @ new_beta + new_b
@@ -247,10 +247,9 @@ def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 500
         _, r, _ = _logistic_terms(new_f, y, C)
         new_grad, new_grad_b = K @ r, r.sum()
         curvature = (new_beta - beta) @ (new_grad - grad) + (new_b - b) * (new_grad_b - grad_b)
-        beta, b, f, grad, grad_b = new_beta, new_b, new_f, new_grad, new_grad_b
+        beta, b, grad, grad_b = new_beta, new_b, new_grad, new_grad_b
         path.append(new_value)
         decrease = (reference - new_value) / max(1.0, abs(new_value))
-        value = new_value
         if decrease <= tol: break
         if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
     return dict(beta=beta, bias=b, objective_path=path, n_iter=it, relative_decrease=float(decrease), converged=bool(decrease <= tol),
