@@ -229,10 +229,12 @@ def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
 
 def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5) -> dict:
     "Proximal gradient (half thresholding) for C sum log(1 + exp(-y (K beta + b))) + sum |beta_i|^(1/2): SpaRSA's step, or 1/L if `step='fixed'`."
+    window = 10 * memory if step == "bb" else 1        # iterations over which the stop rule averages the decrease of the best value
     objective = lambda beta, f: -C * log_expit(y * f).sum() + np.sqrt(np.abs(beta)).sum()
     L = C / 4 * bordered_norm_squared(K)
     beta, b = np.zeros(len(y)), 0.0
     path, decrease, mu = [objective(beta, np.zeros(len(y)))], np.inf, 1.0 / L
+    best = path[:]                                     # best[t] = min(path[:t + 1])
     _, r, _ = _logistic_terms(np.zeros(len(y)), y, C)
     grad, grad_b = K @ r, r.sum()                      # carried over from the end of each step: two products with K per step, not three
     for it in range(1, max_iter + 1):
@@ -248,9 +250,10 @@ def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 500
         new_grad, new_grad_b = K @ r, r.sum()
         curvature = (new_beta - beta) @ (new_grad - grad) + (new_b - b) * (new_grad_b - grad_b)
         beta, b, grad, grad_b = new_beta, new_b, new_grad, new_grad_b
-        path.append(new_value)
-        decrease = (reference - new_value) / max(1.0, abs(new_value))
-        if decrease <= tol: break
+        path.append(new_value); best.append(min(best[-1], new_value))
+        if len(best) > window:
+            decrease = (best[-1 - window] - best[-1]) / (window * max(1.0, abs(best[-1])))
+            if decrease <= tol: break
         if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
     return dict(beta=beta, bias=b, objective_path=path, n_iter=it, relative_decrease=float(decrease), converged=bool(decrease <= tol),
                 prox_gradient_norm=_prox_gradient_norm(beta, b, grad, grad_b, L))
@@ -265,7 +268,7 @@ class HalfThresholdingKLR(_SparseKernelClassifier):
         self.C, self.kernel, self.gamma, self.tol, self.max_iter, self.step = C, kernel, gamma, tol, max_iter, step
 
     def fit(self, X, y):
-        "Proximal-gradient iterations until the objective's relative decrease falls below `tol`, or `max_iter`."
+        "Proximal-gradient iterations until the best objective's relative decrease per step (averaged over 50 steps with step='bb') falls below `tol`, or `max_iter`."
         self._validate_params()
         X, y = self._setup(X, y)
         out = half_thresholding_klr(self._kernel(X), y, self.C, self.tol, self.max_iter, self.step)
