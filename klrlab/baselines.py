@@ -6,7 +6,7 @@ Docs: https://klrlab.github.io/klrlab/baselines.html.md"""
 
 # %% auto #0
 __all__ = ['SPAN_TOLERANCE', 'import_vector_machine', 'ImportVectorMachine', 'half_threshold', 'bordered_norm_squared',
-           'half_thresholding_klr', 'HalfThresholdingKLR']
+           'half_thresholding_klr', 'HalfThresholdingKLR', 'half_thresholding_klr_many', 'fit_half_thresholding_many']
 
 # %% ../nbs/13_baselines.ipynb #fba82c23
 import warnings
@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, check_X_y, validate_data
 
 from ._baselines import add_candidate_losses
 from .kernels import Kernel
@@ -204,23 +204,28 @@ class ImportVectorMachine(_SparseKernelClassifier):
         return self._finish(X, out["support"], out["coef"], out["bias"])
 
 # %% ../nbs/13_baselines.ipynb #089ae547
-def half_threshold(z, mu: float):
-    "argmin_x 1/2 (x - z)^2 + mu |x|^(1/2), coordinate-wise (Xu et al.'s half-thresholding operator at lambda = 2 mu)."
+def half_threshold(z, mu):
+    "argmin_x 1/2 (x - z)^2 + mu |x|^(1/2), coordinate-wise (Xu et al.'s half-thresholding operator at lambda = 2 mu); `mu` broadcasts against z."
     z = np.asarray(z, dtype=np.float64)
-    lam = 2.0 * mu
+    lam = np.broadcast_to(2.0 * np.asarray(mu, dtype=np.float64), z.shape)
     out = np.zeros_like(z)
     big = np.abs(z) > (54 ** (1 / 3) / 4) * lam ** (2 / 3)
-    phi = np.arccos(np.clip((lam / 8) * (np.abs(z[big]) / 3) ** -1.5, -1.0, 1.0))
+    phi = np.arccos(np.clip((lam[big] / 8) * (np.abs(z[big]) / 3) ** -1.5, -1.0, 1.0))
     out[big] = (2 / 3) * z[big] * (1 + np.cos(2 * np.pi / 3 - (2 / 3) * phi))
     return out
 
 # %% ../nbs/13_baselines.ipynb #9f0cbccd
-def bordered_norm_squared(K) -> float:
-    "||[K 1]||_2^2, the largest eigenvalue of K K' + 1 1', by Lanczos on matrix-vector products (an SVD is O(n^3))."
+def bordered_norm_squared(K, rows=None) -> float:
+    "||[K_SS 1]||_2^2 (S = `rows`, default all), the largest eigenvalue of K_SS K_SS' + 1 1', by Lanczos on products with K (an SVD is O(n^3))."
     n = len(K)
-    if n <= 2: return float(np.linalg.norm(np.c_[K, np.ones(n)], 2) ** 2)
-    op = LinearOperator((n, n), matvec=lambda v: K @ (K @ v) + v.sum(), dtype=np.float64)
-    return float(eigsh(op, k=1, which="LA", v0=np.ones(n), tol=1e-14, return_eigenvectors=False)[0])
+    mask = np.ones(n)
+    if rows is not None: mask[:] = 0.0; mask[rows] = 1.0
+    if mask.sum() <= 2:
+        S = np.flatnonzero(mask)
+        return float(np.linalg.norm(np.c_[K[np.ix_(S, S)], np.ones(len(S))], 2) ** 2)
+    # on vectors that vanish off S the masked operator is K_SS K_SS' + 1 1': no n x |S| copy of K
+    op = LinearOperator((n, n), matvec=lambda v: mask * (K @ (mask * (K @ (mask * v)))) + mask * (mask @ v), dtype=np.float64)
+    return float(eigsh(op, k=1, which="LA", v0=mask, tol=1e-14, return_eigenvectors=False)[0])
 
 # %% ../nbs/13_baselines.ipynb #31f35c2b
 def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
@@ -271,7 +276,10 @@ class HalfThresholdingKLR(_SparseKernelClassifier):
         "Proximal-gradient iterations until the best objective's relative decrease per step (averaged over 50 steps with step='bb') falls below `tol`, or `max_iter`."
         self._validate_params()
         X, y = self._setup(X, y)
-        out = half_thresholding_klr(self._kernel(X), y, self.C, self.tol, self.max_iter, self.step)
+        return self._adopt(X, half_thresholding_klr(self._kernel(X), y, self.C, self.tol, self.max_iter, self.step))
+
+    def _adopt(self, X, out: dict):
+        "Take the solver's result `out` on the training points X as the fitted model."
         self.objective_path_, self.n_iter_, self.converged_ = out["objective_path"], out["n_iter"], out["converged"]
         self.prox_gradient_norm_ = out["prox_gradient_norm"]
         self.relative_decrease_, self.tol_ = out["relative_decrease"], self.tol
@@ -280,3 +288,93 @@ class HalfThresholdingKLR(_SparseKernelClassifier):
                           f"{self.relative_decrease_:.1e} (> tol={self.tol}); raise max_iter", ConvergenceWarning, stacklevel=2)
         support = np.flatnonzero(out["beta"])
         return self._finish(X, support, out["beta"][support], out["bias"])
+
+# %% ../nbs/13_baselines.ipynb #815aaef4
+def half_thresholding_klr_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5) -> list:
+    "`half_thresholding_klr` for problem j = (C = Cs[j], rows and columns subsets[j] of the symmetric K) for every j at once: each step reads K once for all."
+    n, Cs = len(y), np.asarray(Cs, dtype=np.float64)[:, None]     # problems along axis 0: B[j] is problem j's beta
+    subsets = [np.arange(n)] * len(Cs) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
+    W = np.zeros((len(Cs), n))                                     # W[j, i] = 1 if point i is in problem j
+    for j, rows in enumerate(subsets): W[j, rows] = 1.0
+    norms = {}                                                     # one Lanczos run per distinct part
+    for rows in subsets:
+        if rows.tobytes() not in norms: norms[rows.tobytes()] = bordered_norm_squared(K, rows)
+    L = Cs[:, 0] / 4 * np.array([norms[rows.tobytes()] for rows in subsets])
+    window = 10 * memory if step == "bb" else 1
+    CY = -Cs * W * y
+    objective = lambda B, F, ids: -Cs[ids, 0] * (W[ids] * log_expit(y * F)).sum(1) + np.sqrt(np.abs(B)).sum(1)
+    residual = lambda F, ids: CY[ids] * expit(-y * F)              # dLoss/df, zero off the problem's rows
+    B, b, mu = np.zeros((len(Cs), n)), np.zeros(len(Cs)), 1.0 / L
+    R = residual(np.zeros_like(B), slice(None))
+    G, g_b = R @ K, R.sum(1)                                       # R K = (K R')' as K is symmetric: the fast layout for BLAS
+    paths = [[value] for value in objective(B, np.zeros_like(B), slice(None))]
+    bests = [path[:] for path in paths]
+    n_iter, decrease, active = np.zeros(len(Cs), dtype=int), np.full(len(Cs), np.inf), np.arange(len(Cs))
+    for it in range(1, max_iter + 1):
+        reference = np.array([max(paths[j][-memory:]) if step == "bb" else paths[j][-1] for j in active])
+        new_B, new_b, new_F, new_value, change = _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective)
+        R = residual(new_F, active)
+        new_G, new_g_b = R @ K, R.sum(1)
+        curvature = ((new_B - B[active]) * (new_G - G[active])).sum(1) + (new_b - b[active]) * (new_g_b - g_b[active])
+        B[active], b[active], G[active], g_b[active] = new_B, new_b, new_G, new_g_b
+        going = np.ones(len(active), dtype=bool)
+        for pos, j in enumerate(active):
+            paths[j].append(new_value[pos]); bests[j].append(min(bests[j][-1], new_value[pos])); n_iter[j] = it
+            if len(bests[j]) > window:
+                decrease[j] = (bests[j][-1 - window] - bests[j][-1]) / (window * max(1.0, abs(bests[j][-1])))
+                going[pos] = decrease[j] > tol
+        if step == "bb":
+            ids, bb = active[going], curvature[going] > 0
+            mu[ids] = np.where(bb, np.clip(change[going] / np.where(bb, curvature[going], 1.0), 1.0 / L[ids], 1e6 / L[ids]), 1.0 / L[ids])
+        active = active[going]
+        if not active.size: break
+    return [dict(beta=B[j, rows], bias=b[j], objective_path=paths[j], n_iter=int(n_iter[j]), relative_decrease=float(decrease[j]),
+                 converged=bool(decrease[j] <= tol), prox_gradient_norm=_prox_gradient_norm(B[j, rows], b[j], G[j, rows], g_b[j], L[j]))
+            for j, rows in enumerate(subsets)]
+
+def _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective):
+    "One proximal step for each active problem, each halving its own mu (down to 1/L) until the non-monotone test passes; mu is updated in place."
+    shape = (len(active), B.shape[1])
+    new_B, new_F, new_b, new_value, change = np.empty(shape), np.empty(shape), np.empty(len(active)), np.empty(len(active)), np.empty(len(active))
+    trying = np.arange(len(active))                    # positions in `active` still looking for their step
+    while trying.size:
+        ids = active[trying]
+        step_ = mu[ids, None]
+        trial_B = W[ids] * half_threshold(B[ids] - step_ * G[ids], step_)
+        trial_b = b[ids] - mu[ids] * g_b[ids]
+        trial_F = trial_B @ K + trial_b[:, None]
+        value = objective(trial_B, trial_F, ids)
+        moved = ((trial_B - B[ids]) ** 2).sum(1) + (trial_b - b[ids]) ** 2
+        ok = (mu[ids] * L[ids] <= 1.0 + 1e-12) | (value <= reference[trying] - 1e-4 / (2 * mu[ids]) * moved)
+        done = trying[ok]
+        new_B[done], new_F[done], new_b[done], new_value[done], change[done] = trial_B[ok], trial_F[ok], trial_b[ok], value[ok], moved[ok]
+        retry = ids[~ok]
+        mu[retry] = np.maximum(mu[retry] / 2, 1.0 / L[retry])
+        trying = trying[~ok]
+    return new_B, new_b, new_F, new_value, change
+
+# %% ../nbs/13_baselines.ipynb #af70dac0
+def fit_half_thresholding_many(models, X, y, subsets=None) -> list:
+    "Fit `HalfThresholdingKLR` estimators that differ only in C, model j on the rows subsets[j] of (X, y) (default: all), in one lockstep solve on the kernel matrix of X."
+    X, y = check_X_y(X, y, dtype=np.float64)
+    subsets = [np.arange(len(X))] * len(models) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
+    if len(subsets) != len(models) or not models:
+        raise ValueError(f"subsets: one array of row indices per model; got {len(subsets)} for {len(models)} models")
+    for rows in subsets:
+        if rows.ndim != 1 or len(np.unique(rows)) != len(rows) or rows.size and not 0 <= rows.min() <= rows.max() < len(X):
+            raise ValueError(f"subsets: each must list distinct row indices in [0, {len(X)}); got {rows!r}")
+    if len({id(model) for model in models}) < len(models):
+        raise ValueError("models: each estimator may appear once (one estimator holds one fitted model)")
+    shared = {k: v for k, v in models[0].get_params().items() if k != "C"}
+    for model in models:
+        if not isinstance(model, HalfThresholdingKLR) or {k: v for k, v in model.get_params().items() if k != "C"} != shared:
+            raise ValueError("models: HalfThresholdingKLR estimators that differ only in C (they share one kernel matrix and one solver)")
+        model._validate_params()
+    parts = [model._setup(X[rows], y[rows]) for model, rows in zip(models, subsets)]
+    first = models[0]
+    if any(m._kernel != first._kernel or not np.array_equal(m.classes_, first.classes_) for m in models):
+        raise ValueError("subsets: every part must have the same two classes and give the same kernel (with gamma='scale' or 'auto' "
+                         "it depends on the part: give gamma as a number)")
+    labels = np.where(y == first.classes_[1], 1.0, -1.0)
+    outs = half_thresholding_klr_many(first._kernel(X), labels, [m.C for m in models], subsets, first.tol, first.max_iter, first.step)
+    return [model._adopt(X_part, out) for model, (X_part, _), out in zip(models, parts, outs)]

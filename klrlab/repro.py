@@ -66,7 +66,10 @@ def key_columns(frame: pd.DataFrame) -> list:
 
 # %% ../nbs/80_repro.ipynb #7b506be7
 class SkipPoint(Exception):
-    "Raised by `run_point` for a grid point that cannot be computed (e.g. an infeasible problem); recorded with its reason, not retried."
+    "Raised by `run_point` for a grid point that cannot be computed (e.g. an infeasible problem); recorded with its reason, not retried. `state` goes on to the chain's next point (by default none: a cold start)."
+    def __init__(self, reason: str, state=None):
+        super().__init__(reason)
+        self.state = state
 
 def per_profile(value, profile: str):
     "`value[profile]` when `value` is a mapping keyed by profile, else `value` itself."
@@ -202,7 +205,7 @@ def run_chain(experiment: Experiment, cells: Sequence[Cell], store: str | None, 
             metrics, state = experiment.run_point(data, cell, state)
             status = "done"
         except SkipPoint as reason:
-            metrics, state, status = {"reason": str(reason)}, None, "skipped"
+            metrics, state, status = {"reason": str(reason)}, reason.state, "skipped"
         except Exception as error:
             raise RuntimeError(f"{cell.paper}/{cell.experiment}: {cell.dataset} fold {cell.fold} {cell.config} "
                                f"{cell.params} failed: {type(error).__name__}: {error}") from error

@@ -1,6 +1,7 @@
 """The sparse baselines: IVM's one-step values against a Newton step built from scratch, IVM = KLR with every point
 imported (duplicates imported once), a monotone objective, the compiled loss loop against NumPy and its shape errors,
-the half-thresholding operator against brute force, l1/2-KLR's monotone objective, and clear errors."""
+the half-thresholding operator against brute force, l1/2-KLR's monotone objective, its lockstep grid fit against fits one by
+one, and clear errors."""
 import pickle
 import warnings
 
@@ -14,7 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from klrlab._baselines import add_candidate_losses
 from klrlab.baselines import (HalfThresholdingKLR, ImportVectorMachine, _logistic_terms, _newton_fit, _objective, _one_step_values,
-                              half_threshold)
+                              fit_half_thresholding_many, half_threshold)
 from klrlab.kernels import Kernel
 from klrlab.klr import KernelLogisticRegression
 
@@ -214,3 +215,41 @@ def test_half_thresholding_converged_means_little_left_to_gain(C):
             return
         longer = HalfThresholdingKLR(C=C, gamma=0.5, tol=0.0, max_iter=3 * stopped.n_iter_).fit(X, y)
     assert longer.objective_path_[-1] >= 0.98 * stopped.objective_path_[-1]
+
+
+def test_half_thresholding_grid_in_lockstep_equals_fits_one_by_one(data):
+    # Problems on a 95 % part and on all points, at three C: each must follow its own fit (the safe step is not chaotic).
+    X, y, X_test, _ = data
+    part = np.sort(np.random.default_rng(0).permutation(len(y))[:95])
+    subsets = [part, np.arange(len(y))] * 3
+    models = [HalfThresholdingKLR(C=C, gamma=0.5, step="fixed", max_iter=800) for C in (0.3, 3.0, 30.0) for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert fit_half_thresholding_many(models, X, y, subsets) == models
+        alone = [HalfThresholdingKLR(C=m.C, gamma=0.5, step="fixed", max_iter=800).fit(X[rows], y[rows]) for m, rows in zip(models, subsets)]
+    assert len({m.n_iter_ for m in models}) > 1                              # some stop early, others run on
+    for m, a in zip(models, alone):
+        assert m.n_iter_ == a.n_iter_ and m.converged_ == a.converged_ and np.array_equal(m.support_, a.support_)
+        assert np.allclose(m.objective_path_, a.objective_path_, rtol=1e-9)
+        assert np.allclose(m.decision_function(X_test), a.decision_function(X_test), rtol=1e-7, atol=1e-9)
+        assert np.isclose(m.prox_gradient_norm_, a.prox_gradient_norm_, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("models, subsets, message", [
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], [np.arange(10)], "one array of row indices per model"),
+    ([HalfThresholdingKLR(gamma=0.5)] * 2, None, "each estimator may appear once"),
+    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 1, 1])], "distinct row indices"),
+    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 100])], "distinct row indices"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5, step="fixed")], None, "differ only in C"),
+    ([HalfThresholdingKLR(gamma=0.5), ImportVectorMachine(gamma=0.5)], None, "differ only in C"),
+    ([HalfThresholdingKLR(), HalfThresholdingKLR()], [np.arange(50), np.arange(100)], "gamma as a number"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "one class", "binary classifier; y has 1 class"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "other classes", "same two classes"),
+    ([HalfThresholdingKLR(gamma=0.5, C=-1.0)], None, "C"),
+])
+def test_half_thresholding_grid_bad_input(data, models, subsets, message):
+    X, y, _, _ = data
+    if subsets == "one class": subsets = [np.flatnonzero(y == 1)[:5], np.arange(len(y))]
+    if subsets == "other classes": y = np.r_[y[:50], y[50:] + 1]; subsets = [np.arange(50), np.arange(50, 100)]   # {0, 1} and {1, 2}
+    with pytest.raises(ValueError, match=message):
+        fit_half_thresholding_many(models, X, y, subsets)

@@ -340,3 +340,20 @@ def test_consolo_averages_need_all_twelve_datasets():
     assert np.isnan(ratio["std"].iloc[0])                                       # the std is for accuracies only
     partial = with_average(timing_rows(cells[cells.dataset != "magic"], "capped"), len(DATASETS))
     assert "average" not in set(partial.dataset)                                # 11 datasets: no average
+
+
+def test_a_skipped_point_can_hand_its_state_to_the_next():
+    from klrlab.repro import Cell, SkipPoint, run_chain
+    seen = []
+
+    def point(data, cell, state):
+        seen.append(state)
+        if cell.point["C"] == 2.0: raise SkipPoint("nothing to fit here", state="kept")
+        if cell.point["C"] == 4.0: raise SkipPoint("infeasible")
+        return {"score": 1.0}, cell.point["C"]
+
+    experiment = Experiment("grid", "toy", ["a"], ["x"], [], point, lambda cells, profile: cells, load=lambda name, seed=0, offline=False: None)
+    cells = [Cell("toy", "grid", "a", "0", "x", json.dumps({"C": float(c)}), 0) for c in range(1, 6)]
+    records = run_chain(experiment, cells, None, "fingerprint")
+    assert seen == [None, 1.0, "kept", 3.0, None]          # a plain SkipPoint still means a cold start
+    assert [r["status"] for r in records] == ["done", "skipped", "done", "skipped", "done"]

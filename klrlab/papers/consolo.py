@@ -6,10 +6,10 @@ Docs: https://klrlab.github.io/klrlab/repro_consolo.html.md"""
 
 # %% auto #0
 __all__ = ['DATASETS', 'QUICK_DATASETS', 'GAMMA', 'FOLDS', 'VALIDATION', 'CONFIGS', 'NO_LAMBDA', 'IVM_CANDIDATES', 'SKLR_CONFIGS',
-           'PAPER_MAX_ITER', 'CONVERGED_MAX_ITER', 'CACHE_LIMIT_MB', 'RULES', 'RUNS', 'CV', 'PROTOCOL', 'paper_grid',
-           'load_consolo', 'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio', 'expected_calibration_error',
-           'probability_metrics', 'consolo_point', 'selected', 'fold_means', 'with_average', 'timing_rows',
-           'summarize_consolo', 'probability_table']
+           'PAPER_MAX_ITER', 'CONVERGED_MAX_ITER', 'CACHE_LIMIT_MB', 'GRIDS', 'RULES', 'RUNS', 'CV', 'PROTOCOL',
+           'paper_grid', 'load_consolo', 'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio',
+           'expected_calibration_error', 'probability_metrics', 'grid_from', 'l12_fits', 'consolo_point', 'selected',
+           'fold_means', 'with_average', 'timing_rows', 'summarize_consolo', 'probability_table']
 
 # %% ../../nbs/90_repro_consolo.ipynb #2e6539d2
 import time
@@ -23,7 +23,7 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
-from ..baselines import HalfThresholdingKLR, ImportVectorMachine
+from ..baselines import HalfThresholdingKLR, ImportVectorMachine, fit_half_thresholding_many
 from ..datasets import load
 from ..klr import KernelLogisticRegression
 from ..repro import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
@@ -45,6 +45,8 @@ CACHE_LIMIT_MB = 2500.0                        # kernel cache per model: the who
 def paper_grid(Cs, n_lam: int = 10) -> list:
     "Grid points in warm-start order: lambda = k C / (n_lam - 1) increasing within each C."
     return [{"C": float(C), "k": k, "n_lam": n_lam} for C in Cs for k in range(n_lam)]
+
+GRIDS = {"quick": paper_grid([1e-2, 1.0, 1e2], 4), "paper": paper_grid([10.0 ** r for r in range(-4, 5)], 10)}
 
 def load_consolo(name, seed=0, offline=False):
     return load(name, seed=seed, allow_download=not offline)
@@ -94,23 +96,43 @@ def probability_metrics(model, X, y) -> dict:
     return dict(test_logloss=float(-np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))), test_brier=float(np.mean((p - (y > 0)) ** 2)),
                 test_ece=expected_calibration_error(y, p))
 
+def grid_from(cell) -> list:
+    "The C values of the cell's grid (GRIDS), from the cell's C on; just its own C if the point is in no grid."
+    grids = [points for points in GRIDS.values() if cell.point in points]
+    return sorted({p["C"] for p in grids[0] if p["C"] >= cell.point["C"]}) if grids else [cell.point["C"]]
+
+def l12_fits(cell, X, y, fit, state) -> dict:
+    "The chain's l1/2 models by C: from `state`, or fitted at the cell's C and the grid's larger ones in one lockstep solve (both parts)."
+    if state is not None and cell.point["C"] in state["models"]: return state
+    Cs = grid_from(cell)
+    models = [make_model(cell.config, C, 0.0, None, len(y)) for C in Cs for _ in range(2)]
+    started = time.perf_counter()
+    fit_half_thresholding_many(models, X, y, [fit, np.arange(len(y))] * len(Cs))
+    return dict(models={C: (models[2 * i], models[2 * i + 1]) for i, C in enumerate(Cs)},
+                seconds=(time.perf_counter() - started) / len(models))             # the solve's time per fit
+
 def consolo_point(data, cell, state):
     "Fit on 95 % (validation score) and on the whole training part (test score, sparsity, time) at one (C, lambda)."
     point = cell.point
     C, k = point["C"], point["k"]
+    l12 = cell.config.startswith("L1/2")
     if cell.config in NO_LAMBDA and k > 0:
-        raise SkipPoint(f"{cell.config} has no lambda grid")
+        raise SkipPoint(f"{cell.config} has no lambda grid", state=state if l12 else None)   # l1/2: the chain's models go on
     lam = k * C / (point["n_lam"] - 1)
     X, y, Xt, yt, fit, val = fold_parts(data, int(cell.fold), cell.seed)
-    val_model, full_model = state if state is not None else (None, None)
     warm = k > 0                                                      # alpha restarts at each C (measured: better); the kernel cache stays
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)       # recorded as `converged` below
-            val_model = make_model(cell.config, C, lam, val_model, len(fit), warm).fit(X[fit], y[fit])
-            t0 = time.perf_counter()
-            full_model = make_model(cell.config, C, lam, full_model, len(y), warm).fit(X, y)
-            seconds = time.perf_counter() - t0
+            if l12:
+                state = l12_fits(cell, X, y, fit, state)
+                (val_model, full_model), seconds = state["models"][C], state["seconds"]
+            else:
+                val_model, full_model = state if state is not None else (None, None)
+                val_model = make_model(cell.config, C, lam, val_model, len(fit), warm).fit(X[fit], y[fit])
+                t0 = time.perf_counter()
+                full_model = make_model(cell.config, C, lam, full_model, len(y), warm).fit(X, y)
+                seconds = time.perf_counter() - t0
     except ValueError as e:
         if "infeasible" in str(e): raise SkipPoint(f"problem (22) is infeasible at C = {C:g}: {e}") from None
         raise
@@ -121,8 +143,9 @@ def consolo_point(data, cell, state):
     if cell.config in SKLR_CONFIGS:
         metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_), kkt_violation=float(full_model.kkt_violation_))
         return metrics, (val_model, full_model)
-    if cell.config.startswith("L1/2"):
+    if l12:
         metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_), prox_gradient_norm=full_model.prox_gradient_norm_)
+        return metrics, state
     return metrics, None
 
 # %% ../../nbs/90_repro_consolo.ipynb #8666f41d
@@ -215,7 +238,7 @@ def probability_table(cells: pd.DataFrame) -> pd.DataFrame:
 CV = Experiment(
     "cv", "Tables 2-5: five-fold CV over the (C, lambda) grid, S-KLR with both selection rules, the lambda-heuristic and the SVM",
     datasets={"quick": QUICK_DATASETS, "paper": DATASETS}, configs=CONFIGS, folds=list(range(FOLDS)),
-    grid={"quick": paper_grid([1e-2, 1.0, 1e2], 4), "paper": paper_grid([10.0 ** r for r in range(-4, 5)], 10)},
+    grid=GRIDS,
     run_point=consolo_point, summarize=summarize_consolo, load=load_consolo,
     published={"table2": "table2", "table3": "table3", "table4": "table4", "table5": "table5", "probabilities": None})
 
