@@ -65,6 +65,8 @@ def _csv_list(text: str | None) -> list | None:
 
 def _print_table(name: str, table) -> None:
     import pandas as pd
+    if table.empty:
+        print(f"\n== {name}\n(no rows: nothing this run computed feeds it)"); return
     with pd.option_context("display.max_rows", 200, "display.width", 200, "display.precision", 4):
         print(f"\n== {name}\n{table.to_string(index=False)}")
 

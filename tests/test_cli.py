@@ -42,3 +42,11 @@ def test_unknown_command_and_bad_choice_exit_2():
 def test_quarto_renderer_without_quarto_is_a_clear_error(capsys):
     assert main(["docs", "--renderer", "quarto"]) == 2
     assert "quarto command is not installed" in capsys.readouterr().err
+
+
+def test_an_empty_table_is_named_not_dumped(capsys):
+    import pandas as pd
+    from klrlab.cli import _print_table
+    _print_table("consolo probabilities", pd.DataFrame(columns=["dataset", "ours"]))
+    out = capsys.readouterr().out
+    assert "== consolo probabilities" in out and "no rows" in out and "Empty DataFrame" not in out
