@@ -357,3 +357,23 @@ def test_a_skipped_point_can_hand_its_state_to_the_next():
     records = run_chain(experiment, cells, None, "fingerprint")
     assert seen == [None, 1.0, "kept", 3.0, None]          # a plain SkipPoint still means a cold start
     assert [r["status"] for r in records] == ["done", "skipped", "done", "skipped", "done"]
+
+
+def test_consolo_l12_chain_fits_its_grid_once_and_hands_it_on():
+    from klrlab.papers.consolo import GRIDS, consolo_point, grid_from, load_consolo
+    from klrlab.repro import Cell, SkipPoint
+    cell = lambda point, config="L1/2-KLR": Cell("consolo", "cv", "wisconsin", "0", config, json.dumps(point, sort_keys=True), 0)
+    assert grid_from(cell(GRIDS["paper"][20])) == [10.0 ** r for r in range(-2, 5)]      # C = 1e-2 and the larger ones
+    assert grid_from(cell({"C": 3.0, "k": 0, "n_lam": 2})) == [3.0]                     # a point in no grid: its own C
+    data = load_consolo("wisconsin")
+    quick = GRIDS["quick"]                                                              # C in {1e-2, 1, 1e2}, 4 lambda each
+    metrics, state = consolo_point(data, cell(quick[4]), None)                          # C = 1: fits C = 1 and 100
+    assert sorted(state["models"]) == [1.0, 100.0]
+    with pytest.raises(SkipPoint) as skip:
+        consolo_point(data, cell(quick[5]), state)
+    assert skip.value.state is state                                                    # k > 0: no fit, the models go on
+    again, same = consolo_point(data, cell(quick[8]), state)                            # C = 100: taken from the state
+    assert same is state and again["test_ratio"] == state["models"][100.0][1].support_fraction_
+    with pytest.raises(SkipPoint) as skip:
+        consolo_point(data, cell(quick[5], "SVM"), None)
+    assert skip.value.state is None
