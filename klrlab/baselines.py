@@ -339,8 +339,8 @@ def _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective):
     trying = np.arange(len(active))                    # positions in `active` still looking for their step
     while trying.size:
         ids = active[trying]
-        step_ = mu[ids, None]
-        trial_B = W[ids] * half_threshold(B[ids] - step_ * G[ids], step_)
+        mu_rows = mu[ids, None]                        # each problem's step, against its row of B
+        trial_B = W[ids] * half_threshold(B[ids] - mu_rows * G[ids], mu_rows)
         trial_b = b[ids] - mu[ids] * g_b[ids]
         trial_F = trial_B @ K + trial_b[:, None]
         value = objective(trial_B, trial_F, ids)
