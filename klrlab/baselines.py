@@ -232,9 +232,17 @@ def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
     "L ||(beta, b) - prox_{1/L}((beta, b) - grad / L)||_inf: zero at the fixed points of the half-thresholding iteration."
     return float(L * max(np.abs(beta - half_threshold(beta - grad_beta / L, 1.0 / L)).max(initial=0.0), abs(grad_b / L)))
 
+def _stop_window(step: str, memory: int) -> int:
+    "Steps over which the stop rule averages the decrease of the best value: 10 * memory for SpaRSA, 1 for the safe step."
+    return 10 * memory if step == "bb" else 1
+
+def _relative_decrease(best: list, window: int) -> float:
+    "The best objective's decrease per step over the last `window` steps, relative to it (at least 1 in the denominator)."
+    return (best[-1 - window] - best[-1]) / (window * max(1.0, abs(best[-1])))
+
 def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5) -> dict:
     "Proximal gradient (half thresholding) for C sum log(1 + exp(-y (K beta + b))) + sum |beta_i|^(1/2): SpaRSA's step, or 1/L if `step='fixed'`."
-    window = 10 * memory if step == "bb" else 1        # iterations over which the stop rule averages the decrease of the best value
+    window = _stop_window(step, memory)
     objective = lambda beta, f: -C * log_expit(y * f).sum() + np.sqrt(np.abs(beta)).sum()
     L = C / 4 * bordered_norm_squared(K)
     beta, b = np.zeros(len(y)), 0.0
@@ -257,7 +265,7 @@ def half_thresholding_klr(K, y, C: float, tol: float = 1e-6, max_iter: int = 500
         beta, b, grad, grad_b = new_beta, new_b, new_grad, new_grad_b
         path.append(new_value); best.append(min(best[-1], new_value))
         if len(best) > window:
-            decrease = (best[-1 - window] - best[-1]) / (window * max(1.0, abs(best[-1])))
+            decrease = _relative_decrease(best, window)
             if decrease <= tol: break
         if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
     return dict(beta=beta, bias=b, objective_path=path, n_iter=it, relative_decrease=float(decrease), converged=bool(decrease <= tol),
@@ -300,7 +308,7 @@ def half_thresholding_klr_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_it
     for rows in subsets:
         if rows.tobytes() not in norms: norms[rows.tobytes()] = bordered_norm_squared(K, rows)
     L = Cs[:, 0] / 4 * np.array([norms[rows.tobytes()] for rows in subsets])
-    window = 10 * memory if step == "bb" else 1
+    window = _stop_window(step, memory)
     CY = -Cs * W * y
     objective = lambda B, F, ids: -Cs[ids, 0] * (W[ids] * log_expit(y * F)).sum(1) + np.sqrt(np.abs(B)).sum(1)
     residual = lambda F, ids: CY[ids] * expit(-y * F)              # dLoss/df, zero off the problem's rows
@@ -321,7 +329,7 @@ def half_thresholding_klr_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_it
         for pos, j in enumerate(active):
             paths[j].append(new_value[pos]); bests[j].append(min(bests[j][-1], new_value[pos])); n_iter[j] = it
             if len(bests[j]) > window:
-                decrease[j] = (bests[j][-1 - window] - bests[j][-1]) / (window * max(1.0, abs(bests[j][-1])))
+                decrease[j] = _relative_decrease(bests[j], window)
                 going[pos] = decrease[j] > tol
         if step == "bb":
             ids, bb = active[going], curvature[going] > 0
