@@ -16,7 +16,7 @@ export KLRLAB_OUT := $(abspath $(OUT))
 BIN := $(VENV)/bin
 # The install stamp is named by a hash of what the build reads, not by mtimes: nbdev-export rewrites
 # pyproject.toml with the same content, which must not trigger a reinstall.
-BUILD_HASH := $(shell cat pyproject.toml setup.py klrlab/*.pyx klrlab/*.pxd 2>/dev/null | sha256sum | cut -c1-16)
+BUILD_HASH := $(shell cat pyproject.toml setup.py $$(find klrlab -name '*.pyx' -o -name '*.pxd' | sort) 2>/dev/null | sha256sum | cut -c1-16)
 STAMP := $(VENV)/.klrlab-installed-$(BUILD_HASH)
 
 .PHONY: main test setup build repro notebooks docs

@@ -3,12 +3,13 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CYTHON_MODULES = ["_kernels", "_smo", "_baselines"]
+# The hand-written Cython modules, by dotted name: the kernel-row cache, then one compiled loop per solver.
+CYTHON_MODULES = ["klrlab._kernels", "klrlab.solvers._smo", "klrlab.solvers._ivm"]
 
 extensions = [
     Extension(
-        f"klrlab.{name}",
-        [f"klrlab/{name}.pyx"],
+        name,
+        [name.replace(".", "/") + ".pyx"],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3", "-g0"],

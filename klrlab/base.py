@@ -14,12 +14,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .dual import rescale_alpha
 from .kernels import KERNELS, Kernel, check_precomputed_kernel
 
 # %% ../nbs/03_base.ipynb #5338d36a
@@ -41,16 +42,18 @@ class Certificate:
 # %% ../nbs/03_base.ipynb #9bc436cb
 @dataclass
 class SolverResult:
-    "What a dual solver returns: the solution `alpha`, the `bias`, its `certificate`, and the work it took."
-    alpha: np.ndarray
+    "What a solver returns: its solution `alpha`, the `bias`, its `certificate`, and the work it took."
+    alpha: np.ndarray           # the solver's variables: the dual alpha (y_i alpha_i weights x_i), or primal coefficients
     bias: float
     certificate: Certificate
     n_iter: int
     n_kernel_evals: int
     converged: bool
     objective: float = float("nan")
-    trace: dict | None = None  # per-iteration columns, e.g. {'objective': [...], 'kkt_violation': [...]}
-    info: dict = field(default_factory=dict)  # solver-specific extras (e.g. the working-set rule used)
+    trace: dict | None = None   # per-iteration columns, e.g. {'objective': [...], 'kkt_violation': [...]}
+    info: dict = field(default_factory=dict)     # solver-specific extras (e.g. the working-set rule used)
+    coef: np.ndarray | None = None       # f(x) = sum_i coef_i k(x_i, x) + bias; None: the dual's coef_i = y_i alpha_i
+    support: np.ndarray | None = None    # the points the model keeps, in the solver's order; None: the estimator decides
 
     def __post_init__(self):
         self.alpha = np.asarray(self.alpha, dtype=np.float64)
@@ -63,7 +66,7 @@ class SolverResult:
 
 # %% ../nbs/03_base.ipynb #09140bb0
 class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
-    "Shared fit/predict machinery for kernel classifiers solved in the dual; subclasses implement `_solve_binary`."
+    "Shared fit/predict machinery for kernel classifiers; subclasses declare parameters and implement `_solve_binary`."
 
     _parameter_constraints: dict = {
         "C": [Interval(Real, 0, None, closed="neither")],
@@ -76,48 +79,66 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         "cache_size": [Interval(Real, 0, None, closed="neither")],
         "warm_start": ["boolean", StrOptions({"kernel"})],
     }
-    _binary_only = False  # True for a method that has no multi-class form
+    _binary_only = False     # True for a method that has no multi-class form
+    _uses_row_cache = True   # False for a solver that reads the whole kernel matrix (it gets cache=None)
 
-    def _solve_binary(self, X, y, kernel, cache, alpha0):
-        "Solve one dual problem with labels y in {-1, +1}; return a `SolverResult`."
+    def _solve_binary(self, X, y, kernel, cache, alpha0) -> SolverResult:
+        "Solve one problem with labels y in {-1, +1}; return a `SolverResult`."
         raise NotImplementedError(f"{type(self).__name__} must implement _solve_binary")
 
-    def _support_mask(self, result: SolverResult) -> np.ndarray:
-        "Which training points are support vectors: by default those with alpha_i != 0."
-        return result.alpha != 0
+    def _support(self, result: SolverResult) -> np.ndarray:
+        "The training points the model keeps: the solver's own list, else those with alpha_i != 0."
+        if result.support is not None: return np.asarray(result.support, dtype=np.intp)
+        return np.flatnonzero(result.alpha != 0)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = getattr(self, "kernel", None) == "precomputed"
+        tags.classifier_tags.multi_class = not self._binary_only
         return tags
 
 # %% ../nbs/03_base.ipynb #21a53800
-def _fit(self, X, y):
+def _prepare(self, X, y):
+    "Validate X and y, set `classes_` and the kernel: the checked X and y, ready for the solvers."
     X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
     check_classification_targets(y)
-    if self.kernel == "precomputed":
+    if getattr(self, "kernel", None) == "precomputed":
         check_precomputed_kernel(X, "X")
     classes = np.unique(y)
     if len(classes) < 2:
-        raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; got only one class: {classes[0]}")
+        raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; "
+                         f"got only one class: {classes[0]}")
     if len(classes) > 2 and self._binary_only:
-        raise ValueError(f"{type(self).__name__} is a binary classifier; y has {len(classes)} classes {list(classes)}")
-    keeps_alpha = bool(self.warm_start) and not isinstance(self.warm_start, str)   # True (or a NumPy True), not "kernel"
-    previous = getattr(self, "_alpha_full", None) if keeps_alpha else None
-    if previous is not None and (len(previous) != (1 if len(classes) == 2 else len(classes)) or len(previous[0]) != len(y)):
-        previous = None  # a different problem: warm start does not apply
-    if previous is not None and getattr(self, "_fit_C", None) and hasattr(self, "C"):
-        previous = [a * (self.C / self._fit_C) for a in previous]   # alpha / C is what carries over along a C grid
+        raise ValueError(f"Only binary classification is supported: {type(self).__name__} is a binary classifier "
+                         f"and y has {len(classes)} classes {list(classes)}")
     self.classes_ = classes
     self._kernel = Kernel.from_params(self.kernel, getattr(self, "gamma", "scale"), getattr(self, "degree", 3),
                                       getattr(self, "coef0", 0.0), X)
-    cache = self._kernel_cache(X)
-    positives = classes[1:] if len(classes) == 2 else classes
+    return X, y
+
+def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
+    "The previous fit's alpha per problem, rescaled to the new C, when warm-started on a problem of the same shape."
+    warm = getattr(self, "warm_start", False)
+    previous = getattr(self, "solver_results_", None)
+    if not warm or isinstance(warm, str) or previous is None:    # True (or a NumPy True), not "kernel"
+        return None
+    if len(previous) != n_problems or len(previous[0].alpha) != n_samples:
+        return None                                              # a different problem: warm start does not apply
+    C, fitted_C = getattr(self, "C", None), getattr(self, "_fit_C", None)
+    if C is None or not fitted_C:
+        return [r.alpha for r in previous]
+    return [rescale_alpha(r.alpha, fitted_C, C) for r in previous]
+
+def _fit(self, X, y):
+    "Fit one problem per class (one for two classes) and store the model; subclasses' `fit` calls this."
+    X, y = self._prepare(X, y)
+    positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
+    previous = self._warm_alpha(len(positives), len(y))
+    cache = self._kernel_cache(X) if self._uses_row_cache else None
     results = []
     for k, positive in enumerate(positives):
         y_pm = np.where(y == positive, 1.0, -1.0)
-        alpha0 = None if previous is None else previous[k]
-        results.append(self._solve_binary(X, y_pm, self._kernel, cache, alpha0))
+        results.append(self._solve_binary(X, y_pm, self._kernel, cache, None if previous is None else previous[k]))
     self._store_results(X, y, results)
     self._fit_C = getattr(self, "C", None)
     return self
@@ -125,12 +146,13 @@ def _fit(self, X, y):
 def _kernel_cache(self, X):
     "The kernel-row cache for X: the previous fit's when warm-started on the same points, kernel and cache size."
     size = getattr(self, "cache_size", 200.0)
+    warm = getattr(self, "warm_start", False)
     key = (self._kernel, float(size))
     kept = getattr(self, "_kept_cache", None)
-    if self.warm_start and kept is not None and kept[0] == key and np.array_equal(kept[1], X):
+    if warm and kept is not None and kept[0] == key and np.array_equal(kept[1], X):
         return kept[2]
     cache = self._kernel.cache(X, size)
-    self._kept_cache = (key, X.copy(), cache) if self.warm_start else None   # a copy: X may be changed in place
+    self._kept_cache = (key, X.copy(), cache) if warm else None   # a copy: X may be changed in place
     return cache
 
 def _getstate(self):
@@ -139,36 +161,40 @@ def _getstate(self):
     state.pop("_kept_cache", None)
     return state
 
-BaseKernelClassifier._fit, BaseKernelClassifier._kernel_cache, BaseKernelClassifier.__getstate__ = _fit, _kernel_cache, _getstate
+BaseKernelClassifier._prepare, BaseKernelClassifier._warm_alpha, BaseKernelClassifier._fit = _prepare, _warm_alpha, _fit
+BaseKernelClassifier._kernel_cache, BaseKernelClassifier.__getstate__ = _kernel_cache, _getstate
 
 # %% ../nbs/03_base.ipynb #c94cf01b
-def _store_results(self, X, y, results):
-    masks = [self._support_mask(r) for r in results]
-    support = np.flatnonzero(np.logical_or.reduce(masks))
+def _worst(certificates: list) -> Certificate:
+    "The certificate furthest from its tolerance (NaN first): what one-vs-rest can promise for all its problems."
+    return max(certificates, key=lambda c: np.inf if np.isnan(c.value) else c.value - c.tol)
+
+def _store_results(self, X, y, results: list) -> None:
+    "Turn the solvers' results into the fitted model and its attributes; warn for every problem that did not converge."
+    supports = [self._support(r) for r in results]
+    support = supports[0] if len(results) == 1 else np.unique(np.concatenate(supports))
     n_problems = len(results)
     dual_coef = np.zeros((n_problems, len(support)))
     for k, r in enumerate(results):
         y_pm = np.where(y == (self.classes_[1] if n_problems == 1 else self.classes_[k]), 1.0, -1.0)
-        dual_coef[k] = (r.alpha * y_pm * masks[k])[support]
+        coef = r.alpha * y_pm if r.coef is None else r.coef
+        dual_coef[k] = coef[support] * np.isin(support, supports[k])
     self.support_ = support
     self.support_vectors_ = X[support] if self.kernel != "precomputed" else np.empty((0, X.shape[1]))
     self.n_support_ = np.array([np.sum(y[support] == c) for c in self.classes_], dtype=np.int32)
+    self.support_fraction_ = len(support) / len(y)
     self.dual_coef_ = dual_coef
     self.intercept_ = np.array([r.bias for r in results])
-    self._alpha_full = [r.alpha.copy() for r in results]
     self.solver_results_ = results
-    one = n_problems == 1
-    pick = (lambda values: values[0]) if one else np.asarray
-    measure = results[0].certificate.measure
+    pick = (lambda values: values[0]) if n_problems == 1 else np.asarray
+    self.certificate_ = _worst([r.certificate for r in results])
     self.n_iter_ = pick([r.n_iter for r in results])
-    setattr(self, f"{measure}_", pick([r.certificate.value for r in results]))
-    self.tol_ = pick([r.certificate.tol for r in results])
     self.converged_ = pick([r.converged for r in results])
     self.n_kernel_evals_ = pick([r.n_kernel_evals for r in results])
     self.objective_ = pick([r.objective for r in results])
     for k, r in enumerate(results):
         if not r.converged:
-            which = "" if one else f" (class {self.classes_[k]} vs rest)"
+            which = "" if n_problems == 1 else f" (class {self.classes_[k]} vs rest)"
             warnings.warn(f"{type(self).__name__} did not converge{which} in {r.n_iter} iterations: {r.certificate}. "
                           "Increase max_iter, or loosen tol.", ConvergenceWarning, stacklevel=3)
 
@@ -179,7 +205,9 @@ def _decision_function(self, X):
     "f(x) = sum_i dual_coef_i k(support_vector_i, x) + intercept: shape (n,) for two classes, (n, n_classes) otherwise."
     check_is_fitted(self)
     X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
-    if self.kernel == "precomputed":
+    if not len(self.support_):
+        scores = np.zeros((len(X), len(self.intercept_)))     # a model with no support points is its bias alone
+    elif self.kernel == "precomputed":
         scores = X[:, self.support_] @ self.dual_coef_.T
     else:
         scores = self._kernel.dot(X, self.support_vectors_, self.dual_coef_.T)

@@ -72,7 +72,7 @@ def _print_table(name: str, table) -> None:
 
 def cmd_repro(args) -> int:
     "Reproduce one paper (or all implemented ones); print ours beside the paper's and what was skipped."
-    from klrlab.repro import PROTOCOLS, run
+    from klrlab.repro.harness import PROTOCOLS, run
     papers = list(PROTOCOLS) if args.paper == "all" else [args.paper]
     for paper in papers:
         result = run(paper, profile=args.profile, out=args.out, n_jobs=args.jobs, scheduler=args.scheduler,
@@ -89,7 +89,7 @@ def cmd_repro(args) -> int:
 
 def cmd_bench(args) -> int:
     "Time KLR against its anchors in one run; print medians and ratios, write the JSON record."
-    from klrlab.repro import bench
+    from klrlab.repro.bench import bench
     table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
                   out=args.out, offline=args.offline)
     columns = [c for c in ["dataset", "method", "n_train", "median_seconds", "ratio_to_klr", "test_logloss", "test_brier"] if c in table]
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_repro(sub) -> None:
     from klrlab.config import PROFILES
-    from klrlab.repro import PROTOCOLS
+    from klrlab.repro.harness import PROTOCOLS
     repro = sub.add_parser(
         "repro", help="reproduce a paper's tables and figures (ours beside the paper's)",
         formatter_class=argparse.RawDescriptionHelpFormatter,

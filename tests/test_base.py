@@ -50,7 +50,7 @@ def test_binary_fit_matches_the_closed_form(blobs):
     np.testing.assert_allclose(clf.dual_coef_[0], (alpha * np.where(y == 1, 1, -1))[clf.support_], rtol=1e-12)
     np.testing.assert_allclose(clf.decision_function(X[:5]), K[:5] @ (alpha * np.where(y == 1, 1, -1)) + bias, rtol=1e-10)
     assert clf.dual_coef_.shape == (1, 60) and clf.intercept_.shape == (1,)
-    assert np.isscalar(clf.n_iter_) and clf.converged_ and clf.residual_ == 0.0 and clf.tol_ == 0.0
+    assert np.isscalar(clf.n_iter_) and clf.converged_ and clf.certificate_.value == 0.0 and clf.certificate_.tol == 0.0
     assert list(clf.n_support_) == [30, 30] and clf.support_vectors_.shape == (60, 2)
 
 
@@ -62,7 +62,7 @@ def test_one_vs_rest(blobs):
     clf = GeometricMeanClassifier(gamma=0.5).fit(X3, y3)
     scores = clf.decision_function(X3)
     assert scores.shape == (90, 3) and clf.dual_coef_.shape == (3, 90) and clf.intercept_.shape == (3,)
-    assert clf.n_iter_.shape == (3,) and clf.converged_.all() and clf.kkt_violation_.shape == (3,)
+    assert clf.n_iter_.shape == (3,) and clf.converged_.all() and clf.certificate_.satisfied
     assert (clf.predict(X3) == y3).mean() > 0.85
     # each column is the binary problem "class k vs rest"
     for k in range(3):
@@ -140,7 +140,7 @@ def test_binary_only_estimators_refuse_three_classes(blobs):
     class BinaryOnly(KernelMeanClassifier):
         _binary_only = True
 
-    with pytest.raises(ValueError, match="binary classifier; y has 3 classes"):
+    with pytest.raises(ValueError, match="Only binary classification is supported: BinaryOnly is a binary classifier and y has 3 classes"):
         BinaryOnly().fit(np.r_[X, X[:5]], np.r_[y, [2] * 5])
 
 
@@ -148,7 +148,7 @@ def test_max_iter_warns_with_the_measure_reached(blobs):
     X, y = blobs
     with pytest.warns(ConvergenceWarning, match=r"did not converge in 3 iterations: kkt_violation = .* \(> tol 1e-06\)"):
         clf = GeometricMeanClassifier(max_iter=3).fit(X, y)
-    assert not clf.converged_ and clf.n_iter_ == 3 and clf.kkt_violation_ > clf.tol_
+    assert not clf.converged_ and clf.n_iter_ == 3 and not clf.certificate_.satisfied and clf.certificate_.measure == "kkt_violation"
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         GeometricMeanClassifier(max_iter=1000).fit(X, y)
@@ -164,10 +164,10 @@ def test_warm_start_resumes_from_the_previous_solution(blobs):
     X, y = blobs
     with pytest.warns(ConvergenceWarning):
         clf = GeometricMeanClassifier(max_iter=3, warm_start=True).fit(X, y)
-    first = clf.kkt_violation_
+    first = clf.certificate_.value
     with pytest.warns(ConvergenceWarning):
         clf.fit(X, y)  # continues: 3 more halvings
-    assert clf.kkt_violation_ == pytest.approx(first * 2.0 ** -3, rel=1e-6)
+    assert clf.certificate_.value == pytest.approx(first * 2.0 ** -3, rel=1e-6)
     cold = GeometricMeanClassifier(max_iter=1000).fit(X, y)
     warm = GeometricMeanClassifier(max_iter=1000, warm_start=True)
     warm.fit(X, y)

@@ -3,7 +3,6 @@ import functools
 import hashlib
 import http.server
 import io
-import os
 import subprocess
 import tarfile
 import threading

@@ -1,16 +1,25 @@
+"""The estimators of klrlab.klr: KernelLogisticRegression (plain and sparse, its presets, warm starts, the certificate,
+probabilities), ImportVectorMachine and HalfThresholdingKLR (IVM = KLR with every point imported, duplicates imported
+once, sampled candidates, l1/2's steps and certificate, the lockstep grid fit), scikit-learn's checks, clear errors."""
 import pickle
 import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from scipy.special import expit
+from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from threadpoolctl import threadpool_limits
 
-from klrlab import KernelLogisticRegression
+from klrlab import HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression
 from klrlab.datasets import make_keerthi_gaussians, make_twonorm
 from klrlab.kernels import Kernel, rbf_kernel
+from klrlab.klr import PRESETS, fit_half_thresholding_many
+from klrlab.solvers.half_thresholding import half_threshold
+from klrlab.solvers.smo import solve_path
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +29,7 @@ def gauss():
 
 
 @parametrize_with_checks([KernelLogisticRegression(), KernelLogisticRegression(kernel="linear", wss="first"),
-                          KernelLogisticRegression(kernel="laplacian")])
+                          KernelLogisticRegression(kernel="laplacian"), ImportVectorMachine(), HalfThresholdingKLR(max_iter=500)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -37,7 +46,7 @@ def test_linear_kernel_is_sklearn_logistic_regression():
 def test_fitted_attributes_and_certificate(gauss):
     X, y, _, _ = gauss
     clf = KernelLogisticRegression(C=2.0, gamma=0.5, tol=1e-7).fit(X, y)
-    assert clf.converged_ and clf.kkt_violation_ <= clf.tol_ == 1e-7
+    assert clf.converged_ and clf.kkt_violation_ <= clf.certificate_.tol == 1e-7
     assert clf.dual_coef_.shape == (1, 200) and list(clf.support_) == list(range(200))  # KLR is not sparse
     assert clf.n_kernel_evals_ > 0 and clf.n_iter_ > 0 and np.isfinite(clf.objective_)
     assert np.all(np.abs(clf.dual_coef_) < 2.0)  # 0 < alpha < C
@@ -203,3 +212,250 @@ def test_a_numpy_true_warm_start_warm_starts(gauss):
     numpy_true.set_params(C=2.0).fit(X, y)
     assert numpy_true.n_iter_ == plain.n_iter_
     np.testing.assert_array_equal(numpy_true.dual_coef_, plain.dual_coef_)
+
+
+def test_warm_started_estimator_steps_as_the_solver_path(gauss):
+    X, y, _, _ = gauss
+    Cs, lams = [0.3, 3.0, 30.0], [0.0, 0.3, 3.0]
+    model = KernelLogisticRegression(gamma=0.5, tol=1e-8, warm_start=True)
+    alphas = [model.set_params(C=C, lam=lam).fit(X, y).solver_results_[0].alpha.copy() for C, lam in zip(Cs, lams)]
+    path = solve_path(Kernel("rbf", gamma=0.5).cache(X), np.where(y == model.classes_[1], 1.0, -1.0), Cs, lams, tol=1e-8)
+    assert all(np.array_equal(a, r.alpha) for a, r in zip(alphas, path))
+
+
+def test_every_estimator_has_the_same_fitted_attributes(gauss):
+    X, y, _, _ = gauss
+    for model in (KernelLogisticRegression(gamma=0.5), ImportVectorMachine(gamma=0.5), HalfThresholdingKLR(gamma=0.5)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X, y)
+        assert model.certificate_ is model.solver_results_[0].certificate
+        assert model.converged_ == model.certificate_.satisfied and model.n_iter_ == model.solver_results_[0].n_iter
+        assert model.n_kernel_evals_ > 0 and model.support_fraction_ == len(model.support_) / len(y)
+        assert not any(name.endswith("_") and name[:-1] in ("kkt_violation", "relative_decrease", "relative_improvement")
+                       for name in vars(model))                             # views, not attributes set at run time
+
+
+def problem(seed, n=120, imbalance=0.5):
+    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X, np.where(y == 1, 1.0, -1.0)
+
+
+def test_lambda_zero_is_klr():
+    X, y = problem(7)
+    sparse = KernelLogisticRegression.from_preset("KLR-2ord", C=5.0, gamma=0.5, tol=1e-9).fit(X, y)
+    plain = KernelLogisticRegression(C=5.0, gamma=0.5, tol=1e-9).fit(X, y)
+    assert sparse.support_fraction_ == 1.0 and sparse.lam_ == 0.0
+    np.testing.assert_allclose(sparse.solver_results_[0].alpha, plain.solver_results_[0].alpha, atol=1e-6)
+
+
+def test_sparsity_and_prediction_use_only_the_support():
+    X, y = problem(8, n=200, imbalance=0.3)
+    model = KernelLogisticRegression.from_preset("S-KLR-2ord", C=1e3, gamma=0.5).fit(X, y)
+    alpha, lo = model.solver_results_[0].alpha, model.solver_results_[0].info["lo"]
+    assert lo == 1e-5 and model.lam_ == 100.0                              # the paper's gamma; lam = C/10
+    at_bound = alpha <= lo * (1 + 1e-9)
+    assert at_bound.any() and not at_bound.all()
+    assert set(model.support_) == set(np.flatnonzero(~at_bound))
+    assert model.support_fraction_ == pytest.approx(np.mean(~at_bound))
+    K = Kernel("rbf", gamma=0.5)(X, model.support_vectors_)
+    np.testing.assert_allclose(model.decision_function(X), K @ model.dual_coef_[0] + model.intercept_[0], atol=1e-10)
+    p = model.predict_proba(X)[:, 1]
+    assert np.array_equal(model.predict(X) == model.classes_[1], p > 0.5)
+
+
+def test_relative_and_absolute_bounds():
+    X, y = problem(9)
+    rel = KernelLogisticRegression(C=100.0, lam=10.0, gamma=0.5).fit(X, y)
+    ab = KernelLogisticRegression(C=100.0, lam=10.0, gamma=0.5, bound_eps=1e-5, bound_eps_mode="absolute").fit(X, y)
+    assert rel.solver_results_[0].info["lo"] == pytest.approx(1e-3) and ab.solver_results_[0].info["lo"] == 1e-5
+    assert KernelLogisticRegression(C=4.0, gamma=0.5).fit(X, y).solver_results_[0].info["lo"] < 1e-11   # lam = 0: negligible
+
+
+def test_presets():
+    assert set(PRESETS) == {"KLR-1ord", "KLR-2ord", "S-KLR-1ord", "S-KLR-2ord"}
+    m = KernelLogisticRegression.from_preset("S-KLR-1ord", C=20.0)
+    assert (m.wss, m.lam, m.bound_eps, m.bound_eps_mode, m.C) == ("first", "C/10", 1e-5, "absolute", 20.0)
+    with pytest.raises(ValueError, match="preset='SKLR'; accepted values"):
+        KernelLogisticRegression.from_preset("SKLR")
+
+
+def test_warm_start_along_a_grid_reaches_the_cold_optimum():
+    X, y = problem(11, n=150, imbalance=0.4)
+    warm = KernelLogisticRegression(gamma=0.5, warm_start=True, tol=1e-8)
+    for C, lam in [(1.0, 0.0), (10.0, 0.0), (10.0, 3.0), (100.0, 3.0), (100.0, 50.0), (1.0, 0.5)]:
+        warm.set_params(C=C, lam=lam).fit(X, y)
+        cold = KernelLogisticRegression(gamma=0.5, C=C, lam=lam, tol=1e-8).fit(X, y)
+        assert warm.converged_ and cold.converged_
+        assert abs(warm.objective_ - cold.objective_) <= 1e-8 * abs(cold.objective_)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X[:100], y[:100], X[100:], y[100:]
+
+
+def test_ivm_imports_a_duplicated_point_once(data):
+    X, y, Xt, _ = data
+    X_dup, y_dup = np.r_[X[:30], X[:30:3]], np.r_[y[:30], y[:30:3]]
+    ivm = ImportVectorMachine(C=3.0, gamma=0.5, tol=0.0).fit(X_dup, y_dup)
+    klr = KernelLogisticRegression(C=3.0, gamma=0.5, tol=1e-10).fit(X_dup, y_dup)
+    assert ivm.converged_ and ivm.n_import_ == 30 == len(np.unique(ivm.support_vectors_, axis=0))
+    np.testing.assert_allclose(ivm.decision_function(Xt), klr.decision_function(Xt), atol=1e-6)
+
+
+@pytest.mark.parametrize("blas_threads", [1, None])
+@pytest.mark.parametrize("C", [0.5, 5.0])
+def test_ivm_with_every_point_is_klr(data, C, blas_threads):
+    X, y, Xt, _ = data
+    with threadpool_limits(blas_threads):          # rounding differs with the threads; with an explicit inverse, one thread stopped at 77 points
+        ivm = ImportVectorMachine(C=C, gamma=0.5, tol=0.0).fit(X, y)
+    klr = KernelLogisticRegression(C=C, gamma=0.5, tol=1e-10).fit(X, y)
+    # tol = 0: import until no point lowers H or adds to the span (this K has eigenvalues near 1e-10: 97 and 89 points, whatever the BLAS threads)
+    assert ivm.converged_ and ivm.n_import_ >= 0.7 * len(y)
+    np.testing.assert_allclose(ivm.decision_function(Xt), klr.decision_function(Xt), atol=1e-6)
+    assert np.all(np.diff(ivm.objective_path_) <= 1e-9 * np.abs(ivm.objective_path_[1:]))
+
+
+def test_ivm_stops_early_and_stays_accurate(data):
+    X, y, Xt, yt = data
+    ivm = ImportVectorMachine(C=2.0, gamma=0.5).fit(X, y)
+    klr = KernelLogisticRegression(C=2.0, gamma=0.5).fit(X, y)
+    assert ivm.n_import_ < len(y) / 2 and ivm.support_fraction_ == ivm.n_import_ / len(y)
+    assert ivm.score(Xt, yt) >= klr.score(Xt, yt) - 0.1
+    p = ivm.predict_proba(Xt)
+    assert np.allclose(p.sum(1), 1) and np.array_equal(ivm.predict(Xt) == ivm.classes_[1], p[:, 1] > 0.5)
+    assert np.array_equal(pickle.loads(pickle.dumps(ivm)).decision_function(Xt), ivm.decision_function(Xt))
+
+
+def test_half_thresholding_klr_descends_and_sparsifies(data):
+    X, y, Xt, yt = data
+    fracs = []
+    for C in (0.05, 20.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m = HalfThresholdingKLR(C=C, gamma=0.5, max_iter=2000, step="fixed").fit(X, y)
+        path = np.array(m.objective_path_)
+        assert np.all(np.diff(path) <= 1e-9 * np.abs(path[1:]))         # the safe step 1/L descends at every iteration
+        fracs.append(m.support_fraction_)
+    assert fracs[0] < fracs[1]
+    with pytest.warns(ConvergenceWarning, match="did not converge in 3 iterations"):
+        HalfThresholdingKLR(C=20.0, gamma=0.5, max_iter=3).fit(X, y)
+
+
+@pytest.mark.parametrize("Model", [ImportVectorMachine, HalfThresholdingKLR])
+def test_baselines_bad_input(Model, data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="'C' parameter"):
+        Model(C=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="binary classifier"):
+        Model().fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(ValueError, match="NaN"):
+        Model().fit(np.where(X > 0.9, np.nan, X), y)
+
+
+def test_ivm_candidate_sample_the_size_of_the_data_is_exact_and_seeded_runs_repeat(data):
+    X, y, Xt, _ = data
+    exact = ImportVectorMachine(C=2.0, gamma=0.5).fit(X, y)
+    assert np.array_equal(ImportVectorMachine(C=2.0, gamma=0.5, n_candidates=len(y)).fit(X, y).support_, exact.support_)
+    a, b = (ImportVectorMachine(C=2.0, gamma=0.5, n_candidates=10, random_state=3).fit(X, y) for _ in range(2))
+    assert np.array_equal(a.support_, b.support_) and a.converged_
+    np.testing.assert_array_equal(a.decision_function(Xt), b.decision_function(Xt))
+
+
+def test_ivm_candidate_sample_with_duplicates_reaches_klr(data):
+    X, y, Xt, _ = data
+    X_dup, y_dup = np.r_[X[:30], X[:30:3]], np.r_[y[:30], y[:30:3]]
+    ivm = ImportVectorMachine(C=3.0, gamma=0.5, tol=0.0, n_candidates=4, random_state=0).fit(X_dup, y_dup)
+    klr = KernelLogisticRegression(C=3.0, gamma=0.5, tol=1e-10).fit(X_dup, y_dup)
+    assert ivm.converged_ and ivm.n_import_ == 30 == len(np.unique(ivm.support_vectors_, axis=0))
+    np.testing.assert_allclose(ivm.decision_function(Xt), klr.decision_function(Xt), atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [dict(n_candidates=0), dict(n_candidates=2.5), dict(random_state="seed")])
+def test_ivm_rejects_bad_candidate_parameters(data, bad):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ImportVectorMachine(**bad).fit(X, y)
+
+
+def prox_gradient_norm_from_scratch(X, y, C, model):
+    "L ||theta - prox_{1/L}(theta - grad/L)||_inf for the fitted (beta, b), with L and the gradient rebuilt from the data."
+    K = Kernel("rbf", gamma=0.5)(X)
+    yy = np.where(y == model.classes_[1], 1.0, -1.0)
+    beta = np.zeros(len(y)); beta[model.support_] = model.dual_coef_[0]
+    b = model.intercept_[0]
+    r = -C * yy * expit(-yy * (K @ beta + b))
+    L = C / 4 * np.linalg.norm(np.c_[K, np.ones(len(y))], 2) ** 2
+    return L * max(np.abs(beta - half_threshold(beta - K @ r / L, 1 / L)).max(), abs(r.sum()) / L)
+
+
+@pytest.mark.parametrize("C", [0.3, 5.0])
+def test_half_thresholding_sparsa_step_goes_lower_and_certifies_it(data, C):
+    X, y, _, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fixed = HalfThresholdingKLR(C=C, gamma=0.5, step="fixed", max_iter=3000).fit(X, y)
+    bb = HalfThresholdingKLR(C=C, gamma=0.5, tol=1e-10, max_iter=20000).fit(X, y)
+    assert bb.converged_ and bb.objective_path_[-1] <= fixed.objective_path_[-1] * (1 + 1e-12)
+    for m in (fixed, bb):                                   # the reported certificate is the one rebuilt from the data
+        assert np.isclose(m.prox_gradient_norm_, prox_gradient_norm_from_scratch(X, y, C, m), rtol=1e-6, atol=1e-9)
+    assert bb.prox_gradient_norm_ < 0.1 * fixed.prox_gradient_norm_
+
+
+@pytest.mark.parametrize("C", [10.0, 1000.0])
+def test_half_thresholding_converged_means_little_left_to_gain(C):
+    # The stop rule averages the best objective's decrease over 50 SpaRSA steps: a single step that happens to land near
+    # the non-monotone reference no longer ends the run (it did at C = 1000 on wisconsin, at an objective 2.4x too high).
+    from sklearn.datasets import load_breast_cancer
+    X, y = load_breast_cancer(return_X_y=True)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        stopped = HalfThresholdingKLR(C=C, gamma=0.5).fit(X, y)
+        if not stopped.converged_:
+            assert stopped.n_iter_ == stopped.max_iter                     # the cap, and the estimator said so
+            return
+        longer = HalfThresholdingKLR(C=C, gamma=0.5, tol=0.0, max_iter=3 * stopped.n_iter_).fit(X, y)
+    assert longer.objective_path_[-1] >= 0.98 * stopped.objective_path_[-1]
+
+
+def test_half_thresholding_grid_in_lockstep_equals_fits_one_by_one(data):
+    # Problems on a 95 % part and on all points, at three C: each must follow its own fit (the safe step is not chaotic).
+    X, y, X_test, _ = data
+    part = np.sort(np.random.default_rng(0).permutation(len(y))[:95])
+    subsets = [part, np.arange(len(y))] * 3
+    models = [HalfThresholdingKLR(C=C, gamma=0.5, step="fixed", max_iter=800) for C in (0.3, 3.0, 30.0) for _ in range(2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert fit_half_thresholding_many(models, X, y, subsets) == models
+        alone = [HalfThresholdingKLR(C=m.C, gamma=0.5, step="fixed", max_iter=800).fit(X[rows], y[rows]) for m, rows in zip(models, subsets)]
+    assert len({m.n_iter_ for m in models}) > 1                              # some stop early, others run on
+    for m, a in zip(models, alone):
+        assert m.n_iter_ == a.n_iter_ and m.converged_ == a.converged_ and np.array_equal(m.support_, a.support_)
+        assert np.allclose(m.objective_path_, a.objective_path_, rtol=1e-9)
+        assert np.allclose(m.decision_function(X_test), a.decision_function(X_test), rtol=1e-7, atol=1e-9)
+        assert np.isclose(m.prox_gradient_norm_, a.prox_gradient_norm_, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("models, subsets, message", [
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], [np.arange(10)], "one array of row indices per model"),
+    ([HalfThresholdingKLR(gamma=0.5)] * 2, None, "each estimator may appear once"),
+    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 1, 1])], "distinct row indices"),
+    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 100])], "distinct row indices"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5, step="fixed")], None, "differ only in C"),
+    ([HalfThresholdingKLR(gamma=0.5), ImportVectorMachine(gamma=0.5)], None, "differ only in C"),
+    ([HalfThresholdingKLR(), HalfThresholdingKLR()], [np.arange(50), np.arange(100)], "gamma as a number"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "one class", "at least 2 classes"),
+    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "other classes", "same two classes"),
+    ([HalfThresholdingKLR(gamma=0.5, C=-1.0)], None, "C"),
+])
+def test_half_thresholding_grid_bad_input(data, models, subsets, message):
+    X, y, _, _ = data
+    if subsets == "one class": subsets = [np.flatnonzero(y == 1)[:5], np.arange(len(y))]
+    if subsets == "other classes": y = np.r_[y[:50], y[50:] + 1]; subsets = [np.arange(50), np.arange(50, 100)]   # {0, 1} and {1, 2}
+    with pytest.raises(ValueError, match=message):
+        fit_half_thresholding_many(models, X, y, subsets)

@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled loops of the sparse baselines (klrlab.baselines).
+"""The compiled loop of the Import Vector Machine (klrlab.solvers.ivm).
 
 The Import Vector Machine scores every candidate point l by H after one Newton step on S + {l}. The step moves the
-decision values to f_i + d_l (K_il - Q_il) (Q = [K_S 1] H^-1 h, see nbs/13_baselines.ipynb), so the loss of all n
+decision values to f_i + d_l (K_il - Q_il) (Q = [K_S 1] H^-1 h, see nbs/12_ivm.ipynb), so the loss of all n
 candidates is a sum over an n x n array. NumPy needs several n x n temporaries for it (280 MB each on a 6 000-point
 fold); this loop reads K and Q once, a block of rows at a time, and keeps only the n running sums.
-This file is hand-written (nbdev cannot export Cython); nbs/13_baselines.ipynb derives and tests it.
+This file is hand-written (nbdev cannot export Cython); nbs/12_ivm.ipynb derives and tests it.
 """
 from libc.math cimport exp, fabs, log1p
 

@@ -7,7 +7,7 @@ phi(a) = C G(a / C) = a log(a / C) + (C - a) log(1 - a / C) (Keerthi et al. 2002
 
 State kept between steps: F_i = sum_j a_j y_j K_ij. With s_i = -y_i grad_i f = -F_i - y_i (phi'(a_i) - lam), a point is
 optimal iff m(a) = max_{I_up} s_i <= M(a) = min_{I_low} s_i (Chen, Fan & Lin 2006); the certificate is m - M.
-This file is hand-written (nbdev cannot export Cython); nbs/10_smo.ipynb derives and tests it.
+This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives and tests it.
 """
 import numpy as np
 from libc.math cimport fabs, log
@@ -19,7 +19,9 @@ cdef enum:
     WSS_FIRST = 0
     WSS_SECOND = 1
 
-# status codes returned to Python
+# The codes Python passes in and gets back: klrlab.solvers.smo reads them from here, so they exist once.
+LOSS_CODES = {"logistic": LOGISTIC, "hinge": HINGE}
+WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND}
 STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
 
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (SVM only)
@@ -60,7 +62,8 @@ cdef inline bint in_low(double y, double a, double lo, double hi) noexcept nogil
 
 cdef inline double pair_slope(int loss, double t, double Fi, double Fj, double eta, double ai, double aj,
                               double yi, double yj, double C, double lam) noexcept nogil:
-    "d/dt f(a_i + y_i t, a_j - y_j t): (F_i - F_j) + t eta + y_i phi'(a_i + y_i t) - y_j phi'(a_j - y_j t) - lam (y_i - y_j)."
+    """d/dt f(a_i + y_i t, a_j - y_j t)
+    = (F_i - F_j) + t eta + y_i phi'(a_i + y_i t) - y_j phi'(a_j - y_j t) - lam (y_i - y_j)."""
     return (Fi - Fj) + t * eta + yi * dphi(loss, ai + yi * t, C) - yj * dphi(loss, aj - yj * t, C) - lam * (yi - yj)
 
 
@@ -68,8 +71,9 @@ cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, d
                        double yi, double yj, double C, double lam, double lo, double hi, bint* at_end) noexcept nogil:
     """The exact minimiser t* in (0, U] of f along the pair direction (i gains y_i t, j loses y_j t).
 
-    SVM: the clipped Newton step. KLR: phi' is strictly increasing, so if the slope at the wall U is still negative the
-    minimiser is the wall; otherwise the root of the slope in (0, U), by Newton safeguarded with bisection, to rounding."""
+    SVM: the clipped Newton step. KLR: phi' is strictly increasing, so if the slope at the wall U is still negative
+    the minimiser is the wall; otherwise the root of the slope in (0, U), by Newton safeguarded with bisection,
+    to rounding."""
     cdef double Ui = (hi - ai) if yi > 0 else (ai - lo)
     cdef double Uj = (aj - lo) if yj > 0 else (hi - aj)
     cdef double U = Ui if Ui < Uj else Uj
@@ -114,10 +118,34 @@ cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, d
     return t
 
 
-cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_ssize_t i, Py_ssize_t j, double t,
-                     bint at_end, double lo, double hi, const double* row_i, const double* row_j) noexcept nogil:
-    "Take the step t on the pair: a_i += y_i t, a_j -= y_j t (snapping a variable that reached its bound), F += t (K_i - K_j)."
+cdef struct PairStep:
+    const double* row_i   # K[i, :] and K[j, :], both valid until the next cache request
+    const double* row_j
+    double t              # the exact step along the pair (0: no descent from here)
+    bint at_end           # the step ends on a bound
+
+
+cdef inline PairStep pair_step(KernelCache cache, int loss, const double[::1] y, const double[::1] alpha,
+                               const double[::1] F, const double[::1] diag, Py_ssize_t i, Py_ssize_t j,
+                               double C, double lam, double lo, double hi) noexcept nogil:
+    "The step on the pair (i, j): j's row is fetched first so that i's is the most recent in the cache."
+    cdef PairStep step
+    step.row_j = cache.row(j)
+    step.row_i = cache.row(i)
+    step.t = solve_pair(loss, F[i], F[j], diag[i], diag[j], step.row_i[j], alpha[i], alpha[j], y[i], y[j],
+                        C, lam, lo, hi, &step.at_end)
+    return step
+
+
+cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_ssize_t i, Py_ssize_t j,
+                     PairStep step, double lo, double hi) noexcept nogil:
+    """Take the step t on the pair: a_i += y_i t, a_j -= y_j t (snapping a variable that reached its bound),
+    F += t (K_i - K_j)."""
     cdef Py_ssize_t k
+    cdef double t = step.t
+    cdef bint at_end = step.at_end
+    cdef const double* row_i = step.row_i
+    cdef const double* row_j = step.row_j
     alpha[i] += y[i] * t
     alpha[j] -= y[j] * t
     if at_end:
@@ -183,10 +211,10 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef Py_ssize_t n = y.shape[0], k, i, j
     cdef long long it = 0
     cdef int status = 1
-    cdef double s, m_val, M_val, best, v, q, Kii, t, gap = 0.0
+    cdef double s, m_val, M_val, best, v, q, Kii, gap = 0.0
     cdef const double* row_i
-    cdef const double* row_j
-    cdef bint at_end, record = trace_gap is not None
+    cdef PairStep step
+    cdef bint record = trace_gap is not None
     cdef double[::1] diag = cache.diag_values
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
@@ -229,7 +257,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 break
             row_i = cache.row(i)
             if wss == WSS_SECOND:
-                # j = argmax over violating I_low of v^2 / q, q = phi''(0) of the pair (Fan, Chen & Lin; Consolo et al. (34)-(35))
+                # j = argmax over violating I_low of v^2 / q, q = phi''(0) of the pair
+                # (Fan, Chen & Lin; Consolo et al. (34)-(35))
                 Kii = diag[i]
                 best = -1.0
                 for k in range(n):
@@ -247,18 +276,15 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                     if v * v / q > best:
                         best = v * v / q
                         j = k
-            row_j = cache.row(j)
-            row_i = cache.row(i)   # still cached (capacity >= 2); refreshes its recency
-            t = solve_pair(loss, F[i], F[j], diag[i], diag[j], row_i[j], alpha[i], alpha[j], y[i], y[j],
-                           C, lam, lo, hi, &at_end)
+            step = pair_step(cache, loss, y, alpha, F, diag, i, j, C, lam, lo, hi)   # i's row: still cached, refreshed
             if record:
-                trace_step[it] = t
+                trace_step[it] = step.t
                 trace_pairs[2 * it] = i
                 trace_pairs[2 * it + 1] = j
-            if t <= 0.0:
+            if step.t <= 0.0:
                 status = 2
                 break
-            apply_pair(y, alpha, F, i, j, t, at_end, lo, hi, row_i, row_j)
+            apply_pair(y, alpha, F, i, j, step, lo, hi)
             dphi_a[i] = dphi(loss, alpha[i], C)
             dphi_a[j] = dphi(loss, alpha[j], C)
             d2phi_a[i] = d2phi(loss, alpha[i], C)
@@ -271,8 +297,9 @@ cdef inline bint on_bound(double a, double lo, double hi) noexcept nogil:
     return a <= lo or a >= hi
 
 
-cdef void normal_extremes(const double[::1] y, const double[::1] alpha, const double[::1] F, const unsigned char[::1] nbg,
-                          double C, double lam, Py_ssize_t* i_max, Py_ssize_t* i_min, double* s_max, double* s_min) noexcept nogil:
+cdef void normal_extremes(const double[::1] y, const double[::1] alpha, const double[::1] F,
+                          const unsigned char[::1] nbg, double C, double lam, Py_ssize_t* i_max, Py_ssize_t* i_min,
+                          double* s_max, double* s_min) noexcept nogil:
     "argmax and argmin of the scores over the normal group (indices not in NBG); -1 when the group is empty."
     cdef Py_ssize_t k
     cdef double s
@@ -294,19 +321,20 @@ cdef void normal_extremes(const double[::1] y, const double[::1] alpha, const do
 
 def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, double C, double lam,
                 double lo, double hi, double tol, long long max_iter):
-    """Keerthi et al.'s two-loop SMO (§5) for the KLR dual, from a feasible alpha (updated in place) with F = K (alpha y).
+    """Keerthi et al.'s two-loop SMO (§5) for the KLR dual, from a feasible alpha (updated in place)
+    with F = K (alpha y).
 
-    Inner loop: maximal violating pairs over the normal group NG (alpha strictly inside the box) until their scores agree
-    to tol; an index that reaches the box moves to the near-boundary group NBG, whose scores are not trusted at large C.
+    Inner loop: maximal violating pairs over the normal group NG (alpha strictly inside the box) until their scores
+    agree to tol; an index that reaches the box moves to the near-boundary group NBG, whose scores are not trusted at
+    large C.
     Outer loop: each NBG index is tried against the two extreme NG indices; if it moves off its bound it rejoins NG.
     Stops when an outer pass changes nothing. Returns (n_iter, status code)."""
     cdef Py_ssize_t n = y.shape[0], k, i, j, a, b, partner, attempt
     cdef long long it = 0
     cdef int status = 0
-    cdef double sk, sp, m_val, M_val, t
-    cdef bint at_end, changed, stop = False
-    cdef const double* row_a
-    cdef const double* row_b
+    cdef double sk, sp, m_val, M_val
+    cdef bint changed, stop = False
+    cdef PairStep step
     cdef double[::1] diag = cache.diag_values
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
@@ -324,15 +352,12 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                     status = 1
                     stop = True
                     break
-                row_b = cache.row(j)
-                row_a = cache.row(i)
-                t = solve_pair(LOGISTIC, F[i], F[j], diag[i], diag[j], row_a[j], alpha[i], alpha[j], y[i], y[j],
-                               C, lam, lo, hi, &at_end)
-                if t <= 0.0:
+                step = pair_step(cache, LOGISTIC, y, alpha, F, diag, i, j, C, lam, lo, hi)
+                if step.t <= 0.0:
                     status = 2
                     stop = True
                     break
-                apply_pair(y, alpha, F, i, j, t, at_end, lo, hi, row_a, row_b)
+                apply_pair(y, alpha, F, i, j, step, lo, hi)
                 it += 1
                 nbg[i] = on_bound(alpha[i], lo, hi)
                 nbg[j] = on_bound(alpha[j], lo, hi)
@@ -356,17 +381,14 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                         a, b = k, partner
                     else:
                         a, b = partner, k
-                    row_b = cache.row(b)
-                    row_a = cache.row(a)
-                    t = solve_pair(LOGISTIC, F[a], F[b], diag[a], diag[b], row_a[b], alpha[a], alpha[b], y[a], y[b],
-                                   C, lam, lo, hi, &at_end)
-                    if t <= 0.0:
+                    step = pair_step(cache, LOGISTIC, y, alpha, F, diag, a, b, C, lam, lo, hi)
+                    if step.t <= 0.0:
                         continue   # k cannot move that way from its bound
                     if it >= max_iter:
                         status = 1
                         stop = True
                         break
-                    apply_pair(y, alpha, F, a, b, t, at_end, lo, hi, row_a, row_b)
+                    apply_pair(y, alpha, F, a, b, step, lo, hi)
                     it += 1
                     nbg[a] = on_bound(alpha[a], lo, hi)
                     nbg[b] = on_bound(alpha[b], lo, hi)

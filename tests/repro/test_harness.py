@@ -1,5 +1,5 @@
 """The reproduction harness: published tables (checked against the papers' own arithmetic), resume after a kill,
-Dask = local, bad input, offline runs, and the CLI."""
+Dask = local, bad input, offline runs, selection rules, chains that hand their state on."""
 import json
 import os
 import signal
@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from scipy.stats import friedmanchisquare, wilcoxon
 
-from klrlab.cli import main
 from klrlab.datasets import REGISTRY
-from klrlab.repro import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, expand, key_columns, published,
-                          published_tables, run)
+from klrlab.repro.harness import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, key_columns, published,
+                                  published_tables, run)
+
 
 TABLES = [name.split("_", 1) for name in published_tables()]
 
@@ -26,8 +26,6 @@ def close(printed, recomputed, rel=1e-3):
     "Printed numbers are rounded: agree to 0.1 % of the number (or 0.001 absolute below 1)."
     return abs(printed - recomputed) <= rel * max(1.0, abs(printed))
 
-
-# ---------------------------------------------------------------- published tables
 
 def test_every_paper_has_tables():
     counts = {p: len(published_tables(p)) for p in PAPERS}
@@ -92,13 +90,11 @@ def test_published_bad_names():
         published("zhou", "table1")
 
 
-# ---------------------------------------------------------------- the runner on a toy protocol
-
 TOY_SOURCE = textwrap.dedent('''
     import sys, time
     from pathlib import Path
     import numpy as np
-    from klrlab.repro import Experiment, Protocol, run
+    from klrlab.repro.harness import Experiment, Protocol, run
 
     LOG, SLEEP = None, 0.0          # set when run as a script; importing the module (for its protocol) needs neither
 
@@ -193,10 +189,8 @@ def test_unknown_and_unimplemented_papers():
         run("ong")
 
 
-# ---------------------------------------------------------------- the KLR protocol: Dask = local, offline
-
 def small_klr_protocol():
-    from klrlab.papers.keerthi import TABLE3
+    from klrlab.repro.papers.keerthi import TABLE3
     exp = Experiment("table3", "small", ["keerthi-gauss2d"], ["KLR", "SVM"], [{"C": 1.0, "sigma": 1.0}, {"C": 10.0, "sigma": 1.0}],
                      TABLE3.run_point, TABLE3.summarize, folds=["cv0", "cv1", "test"], load=TABLE3.load, published="table3")
     return Protocol("keerthi", "small", (exp,))
@@ -228,7 +222,7 @@ def test_offline_without_mirror_lists_what_it_skipped(tmp_path, monkeypatch):
                        ("adult", "a1a"), ("adult", "a2a"), ("adult", "a3a")}
     assert result.skipped.reason.str.len().min() > 10
     assert pd.read_csv(tmp_path / "out" / "keerthi" / "skipped.csv").shape[0] == 7
-    from klrlab.repro import load_dataset
+    from klrlab.repro.harness import load_dataset
     assert len(load_dataset("keerthi-gauss2d", offline=True).y) == 400          # generated: always there
 
 
@@ -236,66 +230,8 @@ def test_fingerprint_is_stable():
     assert code_fingerprint() == code_fingerprint() and len(code_fingerprint()) == 16
 
 
-# ---------------------------------------------------------------- CLI
-
-def test_cli_repro_help_documents_everything(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["repro", "--help"])
-    assert exit_info.value.code == 0
-    text = capsys.readouterr().out
-    for word in ("--profile", "--jobs", "--scheduler", "--out", "quick", "paper", "resume", "skipped.csv", "all"):
-        assert word in text, word
-
-
-@pytest.mark.parametrize("argv,message", [(["repro", "nobody"], "invalid choice"), (["repro", "keerthi", "--profile", "full"], "invalid choice"),
-                                          (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
-                                          (["bench", "--datasets", "nope"], "unknown dataset")])
-def test_cli_bad_input(argv, message, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as e:
-        code = e.code
-    assert code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_cli_bench_writes_a_json_record(tmp_path, capsys):
-    assert main(["bench", "--datasets", "keerthi-gauss2d", "--repeats", "1", "--out", str(tmp_path)]) == 0
-    record = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
-    assert {"git_commit", "numpy", "sklearn", "klrlab"} <= set(record["environment"])
-    methods = {r["method"]: r for r in record["records"]}
-    assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
-    assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
-    assert "ratio = method / KLR" in capsys.readouterr().out
-
-
-def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
-    from klrlab.papers.consolo import CV, paper_grid
-    small = Experiment("cv", "small", ["wisconsin"], CV.configs, paper_grid([1.0, 100.0], 3), CV.run_point, CV.summarize,
-                       folds=[0, 1], load=CV.load, published=CV.published)
-    result = run(Protocol("consolo", "small", (small,)), profile="quick", out=tmp_path, progress=False)
-    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
-    for name, table in result.tables.items():
-        if name == "probabilities": continue                           # not in the paper
-        mine = table[table.dataset == "wisconsin"].dropna(subset=["ours"])
-        assert len(mine) and mine.paper.notna().all(), name          # every number of ours has the paper's beside it
-    t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "run", "metric"])
-    for run_label in ("converged", "capped"):                           # both runs, each beside the paper's number
-        assert t3.loc[("wisconsin", "KLR-2ord", "best", run_label, "ratio"), "paper"] == 0.978
-    cells = result.cells["cv"].query("status == 'done'")
-    assert (cells[cells.config.str.endswith("-capped")].n_iter <= 10_000).all()
-    heuristic = cells[cells.config == "2ord-heuristic"]
-    assert len(heuristic) and np.allclose(heuristic.lam, heuristic.C / 10)     # the lambda actually used is recorded
-    t4 = result.tables["table4"].dropna(subset=["ours"])
-    assert set(t4.run) == {"converged", "capped"} and set(t4.method) == {"S-KLR-1ord", "S-KLR-2ord", "2ord/1ord"}
-    probs = result.tables["probabilities"]
-    assert set(probs.metric) == {"log-loss", "Brier", "ECE", "accuracy", "ratio"} and probs.ours.notna().all()
-    skipped = result.cells["cv"].query("status == 'skipped'")
-    assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt"} and (skipped.k > 0).all()   # no lambda grid for those
-
-
 def test_selection_rules_break_ties_as_documented():
-    from klrlab.repro import select_best, sparsest_of_top
+    from klrlab.repro.harness import select_best, sparsest_of_top
     scores = pd.DataFrame({"acc": [0.9, 0.95, 0.95, 0.95, 0.8], "ratio": [0.1, 0.9, 0.5, 0.5, 0.0]})
     assert select_best(scores, "acc").name == 1                        # the earliest of the tied
     assert select_best(scores, "acc", tie_break="ratio").name == 2     # the sparsest of the tied, then the earliest
@@ -308,42 +244,8 @@ def test_selection_rules_break_ties_as_documented():
         sparsest_of_top(scores, "acc", "ratio", ties="none")
 
 
-def test_configs_filter_runs_only_those_and_rejects_unknown_names(tmp_path):
-    from klrlab.papers.consolo import PROTOCOL
-    chains = expand(PROTOCOL, "quick", 0, configs=["2ord", "SVM"])
-    assert {cells[0].config for _, cells in chains} == {"2ord", "SVM"}
-    with pytest.raises(ReproError, match="unknown configuration of consolo '3ord'; accepted values: .*2ord-capped"):
-        run("consolo", profile="quick", out=tmp_path, configs=["3ord"], progress=False)
-
-
-def test_a_configuration_subset_still_writes_every_table(tmp_path):
-    from klrlab.papers.consolo import CV, paper_grid
-    tiny = Experiment("cv", "tiny", ["wisconsin"], CV.configs, paper_grid([1.0], 2), CV.run_point, CV.summarize,
-                      folds=[0], load=CV.load, published=CV.published)
-    result = run(Protocol("consolo", "tiny", (tiny,)), profile="quick", out=tmp_path, configs=["SVM"], progress=False)
-    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
-    assert result.tables["table3"].ours.isna().all() and len(result.tables["table3"])   # the paper's rows, none of ours
-    svm = result.tables["table2"].query("method == 'SVM' and dataset == 'wisconsin'")
-    assert svm.ours.notna().all() and len(svm) == 4
-
-
-def test_consolo_averages_need_all_twelve_datasets():
-    from klrlab.papers.consolo import DATASETS, timing_rows, with_average
-    rows = []
-    for i, dataset in enumerate(DATASETS):
-        for config, seconds, iterations in (("1ord-capped", 2.0 + i, 100.0), ("2ord-capped", 1.0 + i, 50.0)):
-            rows.append(dict(dataset=dataset, config=config, status="done", fit_seconds=seconds, n_iter=iterations, converged=True))
-    cells = pd.DataFrame(rows)
-    table = with_average(timing_rows(cells, "capped"), len(DATASETS))
-    ratio = table.query("dataset == 'average' and method == '2ord/1ord'")
-    assert len(ratio) == 1 and np.isclose(ratio.value.iloc[0], np.mean([(1.0 + i) / (2.0 + i) for i in range(12)]))  # mean of the ratios
-    assert np.isnan(ratio["std"].iloc[0])                                       # the std is for accuracies only
-    partial = with_average(timing_rows(cells[cells.dataset != "magic"], "capped"), len(DATASETS))
-    assert "average" not in set(partial.dataset)                                # 11 datasets: no average
-
-
 def test_a_skipped_point_can_hand_its_state_to_the_next():
-    from klrlab.repro import Cell, SkipPoint, run_chain
+    from klrlab.repro.harness import Cell, SkipPoint, run_chain
     seen = []
 
     def point(data, cell, state):
@@ -357,23 +259,3 @@ def test_a_skipped_point_can_hand_its_state_to_the_next():
     records = run_chain(experiment, cells, None, "fingerprint")
     assert seen == [None, 1.0, "kept", 3.0, None]          # a plain SkipPoint still means a cold start
     assert [r["status"] for r in records] == ["done", "skipped", "done", "skipped", "done"]
-
-
-def test_consolo_l12_chain_fits_its_grid_once_and_hands_it_on():
-    from klrlab.papers.consolo import GRIDS, consolo_point, grid_from, load_consolo
-    from klrlab.repro import Cell, SkipPoint
-    cell = lambda point, config="L1/2-KLR": Cell("consolo", "cv", "wisconsin", "0", config, json.dumps(point, sort_keys=True), 0)
-    assert grid_from(cell(GRIDS["paper"][20])) == [10.0 ** r for r in range(-2, 5)]      # C = 1e-2 and the larger ones
-    assert grid_from(cell({"C": 3.0, "k": 0, "n_lam": 2})) == [3.0]                     # a point in no grid: its own C
-    data = load_consolo("wisconsin")
-    quick = GRIDS["quick"]                                                              # C in {1e-2, 1, 1e2}, 4 lambda each
-    metrics, state = consolo_point(data, cell(quick[4]), None)                          # C = 1: fits C = 1 and 100
-    assert sorted(state["models"]) == [1.0, 100.0]
-    with pytest.raises(SkipPoint) as skip:
-        consolo_point(data, cell(quick[5]), state)
-    assert skip.value.state is state                                                    # k > 0: no fit, the models go on
-    again, same = consolo_point(data, cell(quick[8]), state)                            # C = 100: taken from the state
-    assert same is state and again["test_ratio"] == state["models"][100.0][1].support_fraction_
-    with pytest.raises(SkipPoint) as skip:
-        consolo_point(data, cell(quick[5], "SVM"), None)
-    assert skip.value.state is None

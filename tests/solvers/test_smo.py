@@ -1,30 +1,18 @@
+"""The SMO engine: the KLR, sparse-KLR and C-SVM duals against independent oracles (the primal KLR and the primal (28)
+solved by SciPy, LIBSVM, the NumPy reference, the KKT conditions recomputed from alpha alone), sufficient decrease,
+Keerthi's two-loop scheme, warm starts and the path API, and clear errors."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from scipy.optimize import minimize
 from sklearn.datasets import make_classification
 from sklearn.svm import SVC
 
-from klrlab.datasets import load, make_keerthi_gaussians, make_twonorm
+from klrlab.datasets import make_keerthi_gaussians, make_twonorm
+from klrlab.dual import box, initial_alpha, kkt_violation, lower_bound, rescale_alpha
 from klrlab.kernels import Kernel
-from klrlab.reference import reference_objective, reference_smo
-from klrlab.smo import box, feasible_alpha, initial_alpha, kkt_violation, smo_svc, solve_dual
-
-
-def primal_klr(K, y, C):
-    "The KLR primal in eigen-coordinates of K, by L-BFGS then Newton: (optimal value, decision values)."
-    lam, V = np.linalg.eigh(K)
-    Z = np.c_[V * np.sqrt(np.clip(lam, 0, None)), np.ones(len(y))]
-    def value_grad(z):
-        margin = -y * (Z @ z)
-        return 0.5 * z[:-1] @ z[:-1] + C * np.logaddexp(0, margin).sum(), \
-            np.r_[z[:-1], 0.0] + Z.T @ (-C * y / (1 + np.exp(-margin)))
-    z = minimize(value_grad, np.zeros(Z.shape[1]), jac=True, method="L-BFGS-B", options=dict(maxiter=20000, gtol=1e-12)).x
-    for _ in range(30):
-        sig = 1 / (1 + np.exp(y * (Z @ z)))
-        H = np.diag(np.r_[np.ones(len(z) - 1), 0.0]) + C * (Z.T * (sig * (1 - sig))) @ Z
-        z = z - np.linalg.solve(H + 1e-14 * np.eye(len(z)), value_grad(z)[1])
-    return value_grad(z)[0], Z @ z
+from klrlab.reference import (primal_28, primal_klr, reference_objective, reference_smo, reference_smo_newton_cg,
+                              stationarity_violation)
+from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
 
 def problems():
@@ -119,20 +107,6 @@ def test_warm_start_from_the_solution_needs_no_iteration():
     assert nearby.converged and nearby.n_iter < cold.n_iter
 
 
-def test_feasible_alpha_repairs_any_start():
-    rng = np.random.default_rng(0)
-    y = np.where(rng.random(50) < 0.3, 1.0, -1.0)
-    for _ in range(20):
-        a = feasible_alpha(rng.uniform(-1, 3, 50), y, 0.01, 1.99)
-        assert abs(a @ y) < 1e-12 and a.min() >= 0.01 and a.max() <= 1.99
-
-
-def test_infeasible_box_is_a_clear_error():
-    y = np.r_[np.ones(99), -np.ones(1)]
-    with pytest.raises(ValueError, match="infeasible"):
-        initial_alpha(y, 0.1, 0.05, 1.0)
-
-
 @pytest.mark.parametrize("kwargs,match", [
     (dict(C=0.0), "C=0.0"), (dict(C=np.nan), "C=nan"), (dict(lam=-1.0), "lam=-1.0"), (dict(loss="squared"), "loss='squared'"),
     (dict(wss="third"), "wss='third'"), (dict(tol=0.0), "tol=0.0"), (dict(max_iter=-1), "max_iter=-1"),
@@ -212,3 +186,83 @@ def test_keerthi_scheme_bad_combinations(kwargs, match):
     X, y, gamma = PROBLEMS["keerthi"]
     with pytest.raises(ValueError, match=match):
         solve_dual(Kernel("rbf", gamma=gamma).cache(X), y, 1.0, **kwargs)
+
+
+def problem(seed, n=120, imbalance=0.5):
+    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X, np.where(y == 1, 1.0, -1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("C,lam", [(1.0, 0.3), (30.0, 10.0), (300.0, 300.0)])
+@pytest.mark.parametrize("wss", ["first", "second"])
+def test_stationarity_recomputed_independently(seed, C, lam, wss):
+    X, y = problem(seed, imbalance=0.3)
+    k = Kernel("rbf", gamma=0.5)
+    res = solve_dual(k.cache(X), y, C, lam=lam, wss=wss, tol=1e-8, bound_eps=1e-5)
+    assert res.converged
+    violation = stationarity_violation(k(X), y, res.alpha, C, lam, res.info["lo"], res.info["hi"])
+    assert violation <= 1e-8 and abs(violation - res.certificate.value) < 1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("C,lam", [(2.0, 0.5), (20.0, 6.0)])
+def test_primal_28_agrees(seed, C, lam):
+    X, y = problem(seed, n=80)
+    k = Kernel("rbf", gamma=0.5)
+    K = k(X)
+    res = solve_dual(k.cache(X), y, C, lam=lam, tol=1e-10, bound_eps=1e-12)
+    decision, rho = primal_28(K, y, C, res.alpha.sum())
+    assert abs(rho - lam) < 1e-6 * max(1.0, lam)                       # Observation 1: rho = lambda
+    np.testing.assert_allclose(K @ (res.alpha * y) + res.bias, decision, atol=1e-5)
+
+
+@pytest.mark.parametrize("wss", ["first", "second"])
+def test_sufficient_decrease_and_same_optimum(wss):
+    X, y = problem(5, imbalance=0.35)
+    k = Kernel("rbf", gamma=0.5)
+    C = 50.0
+    res = solve_dual(k.cache(X), y, C, lam=15.0, wss=wss, tol=1e-9, bound_eps=1e-5, trace=True)
+    tr = res.trace_frame()
+    f = tr.objective.to_numpy()
+    required = (2 / C) * 2 * tr.step.to_numpy()[:-1] ** 2                 # (38), ||delta alpha||^2 = 2 t^2
+    assert (f[:-1] - f[1:] >= required - 1e-9 * np.abs(f[1:])).all()
+    other = solve_dual(k.cache(X), y, C, lam=15.0, wss="second" if wss == "first" else "first", tol=1e-9, bound_eps=1e-5)
+    assert abs(res.objective - other.objective) <= 1e-8 * abs(other.objective)
+
+
+def test_paper_subsolver_route_reaches_the_same_optimum_when_it_converges():
+    X, y = problem(13, n=80)
+    k = Kernel("rbf", gamma=0.5)
+    paper_route = reference_smo_newton_cg(k(X), y, 10.0, lam=3.0, tol=1e-6)
+    exact = solve_dual(k.cache(X), y, 10.0, lam=3.0, bound_eps=1e-5, tol=1e-9)
+    assert paper_route["converged"] and paper_route["kkt_violation"] <= 1e-6
+    np.testing.assert_allclose(paper_route["alpha"], exact.alpha, atol=1e-5 * 10.0)
+
+
+@pytest.mark.parametrize("loss,lam", [("logistic", [0.0, 0.3, 3.0, 30.0]), ("hinge", 1.0)])
+def test_solve_path_is_the_chain_of_warm_started_solves(loss, lam):
+    X, y, gamma = PROBLEMS["make_classification"]
+    cache = Kernel("rbf", gamma=gamma).cache(X)
+    Cs = [0.3, 3.0, 30.0, 300.0]
+    path = solve_path(cache, y, Cs, lam, loss=loss, tol=1e-8)
+    lams = np.broadcast_to(lam, 4)
+    start = None
+    for k, (C, res) in enumerate(zip(Cs, path)):
+        eps = lower_bound(C, lams[k]) if loss == "logistic" else None
+        alone = solve_dual(cache, y, C, loss=loss, lam=float(lams[k]), bound_eps=eps, tol=1e-8, alpha0=start)
+        assert np.array_equal(res.alpha, alone.alpha) and res.converged
+        start = rescale_alpha(res.alpha, C, Cs[k + 1]) if k + 1 < len(Cs) else None
+
+
+def test_solve_path_rejects_mismatched_lambdas():
+    X, y, gamma = PROBLEMS["keerthi"]
+    with pytest.raises(ValueError, match="one per C"):
+        solve_path(Kernel("rbf", gamma=gamma).cache(X), y, [1.0, 2.0], [0.0, 1.0, 2.0])
+
+
+def test_loss_codes_come_from_the_compiled_module():
+    from klrlab.dual import LOSSES
+    from klrlab.solvers._smo import LOSS_CODES, WSS_CODES
+    assert set(LOSS_CODES) == set(LOSSES) and WSS_RULES == tuple(WSS_CODES) and len(set(LOSS_CODES.values())) == 2

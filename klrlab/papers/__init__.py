@@ -1,1 +1,0 @@
-"Each paper's reproduction protocol, exported from its nbs/9x_repro_<paper> notebook."

@@ -1,0 +1,88 @@
+"""The papers' protocols through the harness: Consolo et al.'s tables line up with the published ones, configuration
+filters, the paper's averages, and the l1/2 chain's lockstep grid."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from klrlab.repro.harness import Experiment, Protocol, ReproError, expand, run
+
+
+def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
+    from klrlab.repro.papers.consolo import CV, paper_grid
+    small = Experiment("cv", "small", ["wisconsin"], CV.configs, paper_grid([1.0, 100.0], 3), CV.run_point, CV.summarize,
+                       folds=[0, 1], load=CV.load, published=CV.published)
+    result = run(Protocol("consolo", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
+    for name, table in result.tables.items():
+        if name == "probabilities": continue                           # not in the paper
+        mine = table[table.dataset == "wisconsin"].dropna(subset=["ours"])
+        assert len(mine) and mine.paper.notna().all(), name          # every number of ours has the paper's beside it
+    t3 = result.tables["table3"].set_index(["dataset", "method", "selection", "run", "metric"])
+    for run_label in ("converged", "capped"):                           # both runs, each beside the paper's number
+        assert t3.loc[("wisconsin", "KLR-2ord", "best", run_label, "ratio"), "paper"] == 0.978
+    cells = result.cells["cv"].query("status == 'done'")
+    assert (cells[cells.config.str.endswith("-capped")].n_iter <= 10_000).all()
+    heuristic = cells[cells.config == "2ord-heuristic"]
+    assert len(heuristic) and np.allclose(heuristic.lam, heuristic.C / 10)     # the lambda actually used is recorded
+    t4 = result.tables["table4"].dropna(subset=["ours"])
+    assert set(t4.run) == {"converged", "capped"} and set(t4.method) == {"S-KLR-1ord", "S-KLR-2ord", "2ord/1ord"}
+    probs = result.tables["probabilities"]
+    assert set(probs.metric) == {"log-loss", "Brier", "ECE", "accuracy", "ratio"} and probs.ours.notna().all()
+    skipped = result.cells["cv"].query("status == 'skipped'")
+    assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt"} and (skipped.k > 0).all()   # no lambda grid for those
+
+
+def test_configs_filter_runs_only_those_and_rejects_unknown_names(tmp_path):
+    from klrlab.repro.papers.consolo import PROTOCOL
+    chains = expand(PROTOCOL, "quick", 0, configs=["2ord", "SVM"])
+    assert {cells[0].config for _, cells in chains} == {"2ord", "SVM"}
+    with pytest.raises(ReproError, match="unknown configuration of consolo '3ord'; accepted values: .*2ord-capped"):
+        run("consolo", profile="quick", out=tmp_path, configs=["3ord"], progress=False)
+
+
+def test_a_configuration_subset_still_writes_every_table(tmp_path):
+    from klrlab.repro.papers.consolo import CV, paper_grid
+    tiny = Experiment("cv", "tiny", ["wisconsin"], CV.configs, paper_grid([1.0], 2), CV.run_point, CV.summarize,
+                      folds=[0], load=CV.load, published=CV.published)
+    result = run(Protocol("consolo", "tiny", (tiny,)), profile="quick", out=tmp_path, configs=["SVM"], progress=False)
+    assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
+    assert result.tables["table3"].ours.isna().all() and len(result.tables["table3"])   # the paper's rows, none of ours
+    svm = result.tables["table2"].query("method == 'SVM' and dataset == 'wisconsin'")
+    assert svm.ours.notna().all() and len(svm) == 4
+
+
+def test_consolo_averages_need_all_twelve_datasets():
+    from klrlab.repro.papers.consolo import DATASETS, timing_rows, with_average
+    rows = []
+    for i, dataset in enumerate(DATASETS):
+        for config, seconds, iterations in (("1ord-capped", 2.0 + i, 100.0), ("2ord-capped", 1.0 + i, 50.0)):
+            rows.append(dict(dataset=dataset, config=config, status="done", fit_seconds=seconds, n_iter=iterations, converged=True))
+    cells = pd.DataFrame(rows)
+    table = with_average(timing_rows(cells, "capped"), len(DATASETS))
+    ratio = table.query("dataset == 'average' and method == '2ord/1ord'")
+    assert len(ratio) == 1 and np.isclose(ratio.value.iloc[0], np.mean([(1.0 + i) / (2.0 + i) for i in range(12)]))  # mean of the ratios
+    assert np.isnan(ratio["std"].iloc[0])                                       # the std is for accuracies only
+    partial = with_average(timing_rows(cells[cells.dataset != "magic"], "capped"), len(DATASETS))
+    assert "average" not in set(partial.dataset)                                # 11 datasets: no average
+
+
+def test_consolo_l12_chain_fits_its_grid_once_and_hands_it_on():
+    from klrlab.repro.papers.consolo import GRIDS, consolo_point, grid_from, load_consolo
+    from klrlab.repro.harness import Cell, SkipPoint
+    cell = lambda point, config="L1/2-KLR": Cell("consolo", "cv", "wisconsin", "0", config, json.dumps(point, sort_keys=True), 0)
+    assert grid_from(cell(GRIDS["paper"][20])) == [10.0 ** r for r in range(-2, 5)]      # C = 1e-2 and the larger ones
+    assert grid_from(cell({"C": 3.0, "k": 0, "n_lam": 2})) == [3.0]                     # a point in no grid: its own C
+    data = load_consolo("wisconsin")
+    quick = GRIDS["quick"]                                                              # C in {1e-2, 1, 1e2}, 4 lambda each
+    metrics, state = consolo_point(data, cell(quick[4]), None)                          # C = 1: fits C = 1 and 100
+    assert sorted(state["models"]) == [1.0, 100.0]
+    with pytest.raises(SkipPoint) as skip:
+        consolo_point(data, cell(quick[5]), state)
+    assert skip.value.state is state                                                    # k > 0: no fit, the models go on
+    again, same = consolo_point(data, cell(quick[8]), state)                            # C = 100: taken from the state
+    assert same is state and again["test_ratio"] == state["models"][100.0][1].support_fraction_
+    with pytest.raises(SkipPoint) as skip:
+        consolo_point(data, cell(quick[5], "SVM"), None)
+    assert skip.value.state is None

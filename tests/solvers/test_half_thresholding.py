@@ -1,0 +1,52 @@
+"""l1/2-KLR's solver: the half-thresholding operator against brute force, the bordered norm against the SVD, the
+solver's record, and the lockstep grid solve against solves one by one."""
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from sklearn.datasets import make_classification
+
+from klrlab.kernels import Kernel
+from klrlab.solvers.half_thresholding import (bordered_norm_squared, half_threshold, solve_half_thresholding,
+                                              solve_half_thresholding_many)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X[:100], y[:100], X[100:], y[100:]
+
+
+@pytest.mark.parametrize("mu", [0.05, 0.7, 2.0])
+def test_half_threshold_is_the_exact_prox(mu):
+    for z in np.linspace(-5, 5, 81):
+        f = lambda x: 0.5 * (x - z) ** 2 + mu * np.sqrt(abs(x))
+        brute = min([0.0, minimize_scalar(f, bounds=(min(0, z) - 1, max(0, z) + 1), method="bounded", options=dict(xatol=1e-12)).x], key=f)
+        assert f(half_threshold(np.array([z]), mu)[0]) <= f(brute) + 1e-9
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 50, 400])
+def test_bordered_norm_matches_the_svd(n):
+    K = Kernel("rbf", gamma=2.0)(np.random.default_rng(n).normal(size=(n, 3)))
+    exact = np.linalg.norm(np.c_[K, np.ones(n)], 2) ** 2
+    assert abs(bordered_norm_squared(K) - exact) <= 1e-12 * exact
+
+
+def test_solve_half_thresholding_records_its_run(data):
+    X, y, _, _ = data
+    K, yy = Kernel("rbf", gamma=0.5)(X), np.where(y > 0, 1.0, -1.0)
+    run = solve_half_thresholding(K, yy, 3.0, step="fixed", max_iter=40)
+    assert not run.converged and run.n_iter == 40 and len(run.trace["objective"]) == 41
+    assert run.certificate.measure == "relative_decrease" and run.certificate.value > run.certificate.tol
+    assert np.array_equal(run.support, np.flatnonzero(run.coef)) and run.objective == run.trace["objective"][-1]
+
+
+def test_lockstep_problems_follow_their_own_solves(data):
+    X, y, _, _ = data
+    K, yy = Kernel("rbf", gamma=0.5)(X), np.where(y > 0, 1.0, -1.0)
+    part = np.sort(np.random.default_rng(0).permutation(len(y))[:80])
+    together = solve_half_thresholding_many(K, yy, [0.5, 5.0], [part, np.arange(len(y))], step="fixed", max_iter=300)
+    for C, rows, got in zip([0.5, 5.0], [part, np.arange(len(y))], together):
+        alone = solve_half_thresholding(K[np.ix_(rows, rows)], yy[rows], C, step="fixed", max_iter=300)
+        assert got.n_iter == alone.n_iter and np.allclose(got.trace["objective"], alone.trace["objective"], rtol=1e-9)
+        assert np.allclose(got.coef, alone.coef, rtol=1e-7, atol=1e-9) and np.isclose(got.bias, alone.bias, rtol=1e-7)
