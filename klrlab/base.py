@@ -26,7 +26,8 @@ from .kernels import KERNELS, Kernel, check_precomputed_kernel
 # %% ../nbs/03_base.ipynb #5338d36a
 @dataclass(frozen=True)
 class Certificate:
-    "An optimality measure `measure` (e.g. 'kkt_violation', 'dual_gap') with its `value` and the `tol` it was checked against."
+    """An optimality measure `measure` (e.g. 'kkt_violation', 'dual_gap') with its `value` and the `tol` it was checked
+    against."""
     measure: str
     value: float
     tol: float
@@ -43,7 +44,8 @@ class Certificate:
 @dataclass
 class SolverResult:
     "What a solver returns: its solution `alpha`, the `bias`, its `certificate`, and the work it took."
-    alpha: np.ndarray           # the solver's variables: the dual alpha (y_i alpha_i weights x_i), or primal coefficients
+    # the solver's variables: the dual alpha (y_i alpha_i weights x_i), or primal coefficients
+    alpha: np.ndarray
     bias: float
     certificate: Certificate
     n_iter: int
@@ -53,7 +55,8 @@ class SolverResult:
     trace: dict | None = None   # per-iteration columns, e.g. {'objective': [...], 'kkt_violation': [...]}
     info: dict = field(default_factory=dict)     # solver-specific extras (e.g. the working-set rule used)
     coef: np.ndarray | None = None       # f(x) = sum_i coef_i k(x_i, x) + bias; None: the dual's coef_i = y_i alpha_i
-    support: np.ndarray | None = None    # the points the model keeps, in the solver's order; None: the estimator decides
+    # the points the model keeps, in the solver's order; None: the estimator decides
+    support: np.ndarray | None = None
 
     def __post_init__(self):
         self.alpha = np.asarray(self.alpha, dtype=np.float64)

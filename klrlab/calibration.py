@@ -19,7 +19,8 @@ from .klr import KernelLogisticRegression
 
 # %% ../nbs/22_calibration.ipynb #07fc684a
 class TemperatureScaled(ClassifierMixin, BaseEstimator):
-    "Wrap a binary classifier with a decision_function: P(+1|x) = sigmoid(f(x) / T), T > 0 fitted on out-of-fold decision values."
+    """Wrap a binary classifier with a decision_function: P(+1|x) = sigmoid(f(x) / T), T > 0 fitted on out-of-fold
+    decision values."""
 
     def __init__(self, estimator=None, cv: int = 5, random_state: int = 0):
         self.estimator, self.cv, self.random_state = estimator, cv, random_state
@@ -28,8 +29,10 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
         y = np.asarray(y)
         self.classes_ = np.unique(y)
-        if len(self.classes_) != 2: raise ValueError(f"TemperatureScaled is binary; y has {len(self.classes_)} class(es)")
-        if not (isinstance(self.cv, int) and self.cv >= 2): raise ValueError(f"cv={self.cv!r}; it must be an integer >= 2")
+        if len(self.classes_) != 2:
+            raise ValueError(f"TemperatureScaled is binary; y has {len(self.classes_)} class(es)")
+        if not (isinstance(self.cv, int) and self.cv >= 2):
+            raise ValueError(f"cv={self.cv!r}; it must be an integer >= 2")
         folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
         f = cross_val_predict(clone(base), X, y, cv=folds, method="decision_function")
         sign = np.where(y == self.classes_[1], 1.0, -1.0)

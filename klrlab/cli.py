@@ -41,9 +41,13 @@ def cmd_data_list(args) -> int:
     if args.paper: table = table[table.papers.str.split().apply(lambda ps: args.paper in ps)]
     if args.status: table = table[table.status == args.status]
     columns = ["name", "papers", "n_train", "n_test", "p", "balance", "kind", "status", "substitute"]
-    with __import__("pandas").option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 40):
+    with __import__("pandas").option_context(
+        "display.max_rows", None, "display.width", 200, "display.max_colwidth", 40
+    ):
         print(table[columns].to_string(index=False))
-    print(f"\n{len(table)} dataset(s); status: " + ", ".join(f"{k} {v}" for k, v in table.status.value_counts().items()))
+    print(
+        f"\n{len(table)} dataset(s); status: " + ", ".join(f"{k} {v}" for k, v in table.status.value_counts().items())
+    )
     return 0
 
 def cmd_data_fetch(args) -> int:
@@ -92,7 +96,11 @@ def cmd_bench(args) -> int:
     from klrlab.repro.bench import bench
     table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
                   out=args.out, offline=args.offline)
-    columns = [c for c in ["dataset", "method", "n_train", "median_seconds", "ratio_to_klr", "test_logloss", "test_brier"] if c in table]
+    columns = [
+        c
+        for c in ["dataset", "method", "n_train", "median_seconds", "ratio_to_klr", "test_logloss", "test_brier"]
+        if c in table
+    ]
     if len(table): _print_table("benchmark (seconds are medians; ratio = method / KLR)", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
     print(f"\nJSON record written to {args.out}")
@@ -101,12 +109,17 @@ def cmd_bench(args) -> int:
 # %% ../nbs/89_cli.ipynb #1be2bb4a
 def build_parser() -> argparse.ArgumentParser:
     "The `klrlab` command line."
+    from klrlab.repro.harness import PAPERS
     parser = argparse.ArgumentParser(prog="klrlab", description="klrlab: kernel classifiers trained in the dual.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    docs = sub.add_parser("docs", help="build the docs site and check it",
-                          description="Build the site from the notebooks' saved outputs, with Quarto (nbdev-docs) when it is "
-                                      "installed and the pure-Python fallback otherwise, then check that every page, figure "
-                                      "and internal link is present. The site lands in _docs/ (and is copied to --out).")
+    docs = sub.add_parser(
+        "docs",
+        help="build the docs site and check it",
+        description="Build the site from the notebooks' saved outputs, with Quarto (nbdev-docs) when it is "
+        """installed and the pure-Python fallback otherwise, then check that every page,
+                                      figure"""
+        "and internal link is present. The site lands in _docs/ (and is copied to --out).",
+    )
     docs.add_argument("--renderer", choices=["auto", "quarto", "fallback"], default="auto",
                       help="auto (default): Quarto if installed, else the fallback")
     docs.add_argument("--out", metavar="DIR", help="also copy the built site to DIR (replacing it)")
@@ -114,13 +127,21 @@ def build_parser() -> argparse.ArgumentParser:
     docs.set_defaults(func=cmd_docs)
     data = sub.add_parser("data", help="list and fetch the papers' datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    listing = data_sub.add_parser("list", help="every dataset: papers, size, class balance, status (cached/mirror/generated/substitute/missing)")
-    listing.add_argument("--paper", choices=["000", "001", "002", "003", "004"], help="only the datasets of this paper")
-    listing.add_argument("--status", choices=["cached", "mirror", "generated", "substitute", "missing"], help="only this status")
+    listing = data_sub.add_parser(
+        "list", help="every dataset: papers, size, class balance, status (cached/mirror/generated/substitute/missing)"
+    )
+    listing.add_argument("--paper", choices=sorted(PAPERS.values()),
+                         help="only the datasets of this paper: " + ", ".join(f"{n} {p}" for p, n in PAPERS.items()))
+    listing.add_argument(
+        "--status", choices=["cached", "mirror", "generated", "substitute", "missing"], help="only this status"
+    )
     listing.set_defaults(func=cmd_data_list)
-    fetch = data_sub.add_parser("fetch", help="verify (and download if needed) datasets' canonical files",
-                                description="Resolve each canonical file: the cache, then the mirror folders, then its canonical "
-                                            "URL; every file is checked against its sha256. Exit 1 if any file could not be had.")
+    fetch = data_sub.add_parser(
+        "fetch",
+        help="verify (and download if needed) datasets' canonical files",
+        description="Resolve each canonical file: the cache, then the mirror folders, then its canonical "
+        "URL; every file is checked against its sha256. Exit 1 if any file could not be had.",
+    )
     fetch.add_argument("names", nargs="*", metavar="NAME", help="dataset names (see `klrlab data list`)")
     fetch.add_argument("--all", action="store_true", help="every dataset that has canonical files")
     fetch.add_argument("--offline", action="store_true", help="do not download; only check the cache and mirrors")
@@ -136,25 +157,41 @@ def _add_repro(sub) -> None:
     repro = sub.add_parser(
         "repro", help="reproduce a paper's tables and figures (ours beside the paper's)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run a paper's experiments: every (dataset, fold, configuration, grid point) cell, in parallel with joblib "
-                    "or on a Dask cluster, each stored under OUT/PAPER/cells/ the moment it finishes, so an interrupted run "
-                    "resumes where it stopped: a rerun reuses every stored cell computed by the same code and recomputes "
+        description="Run a paper's experiments: every (dataset, fold, configuration, grid point) cell, in parallel "
+                    "with joblib "
+                    """or on a Dask cluster, each stored under OUT/PAPER/cells/ the moment it finishes, so an
+                    interrupted run"""
+                    """resumes where it stopped: a rerun reuses every stored cell computed by the same code and
+                    recomputes"""
                     "only the rest. Defaults come from settings.ini (klrlab settings).",
         epilog="writes, under OUT/PAPER/:\n"
                "  EXPERIMENT.csv        ours beside the paper's published numbers (ours, paper, diff)\n"
                "  EXPERIMENT_cells.csv  every cell: grid parameters and metrics\n"
                "  EXPERIMENT.png        the experiment's figure, if it has one\n"
                "  skipped.csv, run.json datasets that could not be had (and why); profile, versions, timing\n"
-               "datasets come from the cache, the mirror folders, else a download (not with --offline); offline without\n"
-               "a mirror, only generated sets and scikit-learn's bundled data remain, and the rest are listed as skipped.\n"
+               "datasets come from the cache, the mirror folders, else a download (not with --offline); offline "
+               "without\n"
+               "a mirror, only generated sets and scikit-learn's bundled data remain, and the rest are listed as "
+               "skipped.\n"
                "exit codes: 0 done, 2 bad input (unknown paper or profile, unwritable --out, unreachable scheduler).")
     repro.add_argument("paper", choices=sorted(PROTOCOLS) + ["all"], metavar="PAPER",
                        help=f"the paper to reproduce: {', '.join(sorted(PROTOCOLS))}, or all")
-    repro.add_argument("--profile", choices=PROFILES, help="quick (minutes; the default in settings.ini) or paper (the full protocol)")
-    repro.add_argument("--jobs", type=int, metavar="N", help="local worker processes (joblib; -1 = all cores); timed experiments run one cell at a time")
-    repro.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:port) instead of locally")
+    repro.add_argument(
+        "--profile", choices=PROFILES, help="quick (minutes; the default in settings.ini) or paper (the full protocol)"
+    )
+    repro.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="local worker processes (joblib; -1 = all cores); timed experiments run one cell at a time",
+    )
+    repro.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:port) instead of locally"
+    )
     repro.add_argument("--out", metavar="DIR", help="output folder (default: out_dir of settings.ini)")
-    repro.add_argument("--experiments", metavar="NAMES", help="comma-separated experiments (e.g. table3,table4); default all")
+    repro.add_argument(
+        "--experiments", metavar="NAMES", help="comma-separated experiments (e.g. table3,table4); default all"
+    )
     repro.add_argument("--datasets", metavar="NAMES", help="comma-separated datasets; default all of the profile")
     repro.add_argument("--configs", metavar="NAMES", help="comma-separated configurations (e.g. 2ord,SVM); default all")
     repro.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
@@ -163,18 +200,32 @@ def _add_repro(sub) -> None:
 
 def _add_bench(sub) -> None:
     bench = sub.add_parser(
-        "bench", help="time KLR against LIBSVM/LIBLINEAR anchors in the same run",
-        description="Fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + CalibratedClassifierCV(ensemble=False) and "
-                    "LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear -- on each "
-                    "dataset with the same C, kernel, width and tolerance; report median seconds over --repeats, ratios to KLR, "
-                    "and test log-loss / Brier score of the probabilistic models. Writes OUT/bench-<time>.json with the "
-                    "environment (versions, git commit), sizes, parameters, medians and ratios.")
-    bench.add_argument("--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets)")
+        "bench",
+        help="time KLR against LIBSVM/LIBLINEAR anchors in the same run",
+        description="Fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
+                    "CalibratedClassifierCV(ensemble=False) and "
+        """LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear
+                    -- on each"""
+        """dataset with the same C, kernel, width and tolerance; report median seconds over --repeats,
+                    ratios to KLR,"""
+        """and test log-loss / Brier score of the probabilistic models. Writes OUT/bench-<time>.json with
+                    the"""
+        "environment (versions, git commit), sizes, parameters, medians and ratios.",
+    )
+    bench.add_argument(
+        "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets)"
+    )
     bench.add_argument("--C", type=float, default=1.0, help="regularisation C of every model (default 1)")
     bench.add_argument("--kernel", choices=["rbf", "linear"], default="rbf", help="kernel (default rbf, gamma='scale')")
-    bench.add_argument("--tol", type=float, default=1e-3, help="stopping tolerance of every solver (default 1e-3, LIBSVM's)")
-    bench.add_argument("--repeats", type=int, default=3, help="timed fits per method; the median is reported (default 3)")
-    bench.add_argument("--out", metavar="DIR", default="out/bench", help="folder of the JSON record (default out/bench)")
+    bench.add_argument(
+        "--tol", type=float, default=1e-3, help="stopping tolerance of every solver (default 1e-3, LIBSVM's)"
+    )
+    bench.add_argument(
+        "--repeats", type=int, default=3, help="timed fits per method; the median is reported (default 3)"
+    )
+    bench.add_argument(
+        "--out", metavar="DIR", default="out/bench", help="folder of the JSON record (default out/bench)"
+    )
     bench.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
     bench.set_defaults(func=cmd_bench)
 

@@ -57,12 +57,15 @@ def _has_section(path: Path) -> bool:
     return parser.has_section(SETTINGS_SECTION)
 
 def find_settings_file(start: Path | str | None = None, env=None) -> Path | None:
-    "The `settings.ini` to read: `$KLRLAB_SETTINGS`, else the nearest one above `start` (default: cwd), else beside the package."
+    """The `settings.ini` to read: `$KLRLAB_SETTINGS`, else the nearest one above `start` (default: cwd), else beside
+    the package."""
     env = os.environ if env is None else env
     if env.get("KLRLAB_SETTINGS"):
         path = Path(env["KLRLAB_SETTINGS"]).expanduser()
         if not path.is_file():
-            raise SettingsError(f"KLRLAB_SETTINGS={env['KLRLAB_SETTINGS']!r} is not a file; unset it or point it at a settings.ini")
+            raise SettingsError(
+                f"KLRLAB_SETTINGS={env['KLRLAB_SETTINGS']!r} is not a file; unset it or point it at a settings.ini"
+            )
         return path.resolve()
     here = Path(start or Path.cwd()).resolve()
     candidates = [d / "settings.ini" for d in [here, *here.parents]]
@@ -89,7 +92,10 @@ def _check(key: str, value, origin: str):
     if key == "seed" and value < 0:
         raise SettingsError(f"seed = {value} (from {origin}); a seed must be >= 0")
     if key == "scheduler" and not _SCHEDULER_RE.match(value):
-        raise SettingsError(f"scheduler = {value!r} (from {origin}); accepted: 'local' or a Dask scheduler address such as tcp://127.0.0.1:8786")
+        raise SettingsError(
+            f"scheduler = {value!r} (from {origin}); accepted: 'local' or a Dask scheduler address such as "
+            "tcp://127.0.0.1:8786"
+        )
     return value
 
 # %% ../nbs/00_config.ipynb #f64c34ba
@@ -118,7 +124,9 @@ def load_settings(path: Path | str | None = None, env=None) -> Settings:
             file_values = dict(parser[SETTINGS_SECTION])
         unknown = sorted(set(file_values) - set(SETTING_KEYS))
         if unknown:
-            raise SettingsError(f"unknown key(s) {unknown} in [{SETTINGS_SECTION}] of {path}; known keys: {', '.join(SETTING_KEYS)}")
+            raise SettingsError(
+                f"unknown key(s) {unknown} in [{SETTINGS_SECTION}] of {path}; known keys: {', '.join(SETTING_KEYS)}"
+            )
     values = {}
     for key, (default, var, _) in SETTING_KEYS.items():
         if env.get(var) is not None:
@@ -131,7 +139,8 @@ def load_settings(path: Path | str | None = None, env=None) -> Settings:
 
 # %% ../nbs/00_config.ipynb #b1350829
 def _display_path(path: Path) -> str:
-    "A path as a reader would write it: relative when under the working directory or its parent, else '~/...' or absolute."
+    """A path as a reader would write it: relative when under the working directory or its parent, else '~/...' or
+    absolute."""
     path = Path(path)
     if any(path.is_relative_to(base) for base in (Path.cwd(), Path.cwd().parent)):
         return os.path.relpath(path, Path.cwd())

@@ -83,7 +83,8 @@ def sha256_of(path: Path | str, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 def verify(path: Path, spec: CanonicalFile, where: str) -> Path:
-    "Return `path` if its sha256 is the canonical one, else raise `ChecksumError` naming the file and `where` it came from."
+    """Return `path` if its sha256 is the canonical one, else raise `ChecksumError` naming the file and `where` it came
+    from."""
     actual = sha256_of(path)
     if actual != spec.sha256:
         raise ChecksumError(f"{where} file {path} has sha256 {actual}, but the canonical {spec.dataset}/{spec.file} "
@@ -160,7 +161,9 @@ def download(spec: CanonicalFile, cache_dir: Path, timeout: float = 60.0) -> Pat
         try:
             _decode_download(raw, spec, decoded)
         except (OSError, EOFError, tarfile.TarError, KeyError) as e:
-            raise DatasetError(f"{spec.url} could not be decoded as {spec.compression or 'a plain file'}: {e}") from None
+            raise DatasetError(
+                f"{spec.url} could not be decoded as {spec.compression or 'a plain file'}: {e}"
+            ) from None
         verify(decoded, spec, "downloaded")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(decoded, target)  # atomic within the cache's file system
@@ -377,9 +380,23 @@ def _table_loader(dataset_dir, file, positive=None, label_col=-1, sep=",", drop_
 def _uci(name, title, papers, dataset_dir, file, positive, n, p, balance, source, label_rule, **kw):
     loader_kw = {k: kw.pop(k) for k in ("label_col", "sep", "drop_cols", "test", "multiclass") if k in kw}
     files = ((dataset_dir, file),) + (((dataset_dir, loader_kw["test"]),) if loader_kw.get("test") else ())
-    return register(DatasetSpec(name, title, papers, "file", files, _table_loader(dataset_dir, file, positive, **loader_kw),
-                                n_train=n, n_features=p, balance=balance, source=source, label_rule=label_rule,
-                                licence=UCI_LICENCE, **kw))
+    return register(
+        DatasetSpec(
+            name,
+            title,
+            papers,
+            "file",
+            files,
+            _table_loader(dataset_dir, file, positive, **loader_kw),
+            n_train=n,
+            n_features=p,
+            balance=balance,
+            source=source,
+            label_rule=label_rule,
+            licence=UCI_LICENCE,
+            **kw,
+        )
+    )
 
 _uci("banknote", "Banknote authentication", {"000": "1372×4"}, "banknote", "data_banknote_authentication.txt", "1",
      1372, 4, "+1: 610, -1: 762", "UCI id 267", "+1 = class 1 (forged)")
@@ -405,14 +422,56 @@ _uci("wbc", "Breast cancer Wisconsin (original)", {"004": "350×9 (training subs
      drop_cols=(0,), notes="16 of the 699 rows have a missing value ('?') and are dropped, leaving 683.")
 _uci("heart", "Statlog heart", {"004": "170×13 (training subset)"}, "heart", "heart.dat", "2", 270, 13,
      "+1: 120, -1: 150", "UCI id 145", "+1 = 2 (presence)", sep=" ")
-_uci("german", "Statlog German credit (numeric)", {"004": "800×27 (training subset)"}, "german", "german.data-numeric",
-     "2", 1000, 24, "+1: 300, -1: 700", "UCI id 144", "+1 = 2 (bad credit)", sep=None,
-     notes="UCI's numeric encoding has 24 attributes; paper 004's 27-column encoding is not documented anywhere we found.")
-_uci("letter", "Letter recognition", {"002": "15000/5000×16, 26 classes"}, "letter", "letter-recognition.data", None,
-     15000, 16, "26 classes", "UCI id 59", "26 classes A..Z", label_col=0, multiclass=True, n_test=5000,
-     default_split="first-15000", notes="The papers' split is the first 15000 rows for training and the last 5000 for testing.")
-_uci("pendigits", "Pen-based handwritten digits", {"002": "7494/3498×16, 10 classes"}, "pendigits", "pendigits.tra", None,
-     7494, 16, "10 classes", "UCI id 81", "10 classes 0..9", test="pendigits.tes", multiclass=True, n_test=3498)
+_uci(
+    "german",
+    "Statlog German credit (numeric)",
+    {"004": "800×27 (training subset)"},
+    "german",
+    "german.data-numeric",
+    "2",
+    1000,
+    24,
+    "+1: 300, -1: 700",
+    "UCI id 144",
+    "+1 = 2 (bad credit)",
+    sep=None,
+    notes="UCI's numeric encoding has 24 attributes; paper 004's 27-column encoding is not documented anywhere we "
+          "found.",
+)
+_uci(
+    "letter",
+    "Letter recognition",
+    {"002": "15000/5000×16, 26 classes"},
+    "letter",
+    "letter-recognition.data",
+    None,
+    15000,
+    16,
+    "26 classes",
+    "UCI id 59",
+    "26 classes A..Z",
+    label_col=0,
+    multiclass=True,
+    n_test=5000,
+    default_split="first-15000",
+    notes="The papers' split is the first 15000 rows for training and the last 5000 for testing.",
+)
+_uci(
+    "pendigits",
+    "Pen-based handwritten digits",
+    {"002": "7494/3498×16, 10 classes"},
+    "pendigits",
+    "pendigits.tra",
+    None,
+    7494,
+    16,
+    "10 classes",
+    "UCI id 81",
+    "10 classes 0..9",
+    test="pendigits.tes",
+    multiclass=True,
+    n_test=3498,
+)
 _uci("shuttle", "Statlog shuttle", {"002": "43500/14500×9, 7 classes"}, "shuttle", "shuttle.trn", None, 43500, 9,
      "7 classes", "UCI id 148", "7 classes 1..7", sep=None, test="shuttle.tst", multiclass=True, n_test=14500)
 
@@ -428,9 +487,23 @@ def _monks_loader(problem):
     return load
 
 for _k, _bal in [(1, "+1: 216, -1: 216"), (2, "+1: 142, -1: 290"), (3, "+1: 228, -1: 204")]:
-    register(DatasetSpec(f"monk{_k}", f"MONK's problem {_k}", {"000": "432×6", "004": "432×6"} if _k == 2 else {"004": "432×6"}, "file",
-                         (("monks", f"monks-{_k}.test"),), _monks_loader(_k), 432, 0, 6, _bal,
-                         f"+1 = the MONK-{_k} concept holds", "UCI id 70 (monks-k.test = the full grid)", UCI_LICENCE))
+    register(
+        DatasetSpec(
+            f"monk{_k}",
+            f"MONK's problem {_k}",
+            {"000": "432×6", "004": "432×6"} if _k == 2 else {"004": "432×6"},
+            "file",
+            (("monks", f"monks-{_k}.test"),),
+            _monks_loader(_k),
+            432,
+            0,
+            6,
+            _bal,
+            f"+1 = the MONK-{_k} concept holds",
+            "UCI id 70 (monks-k.test = the full grid)",
+            UCI_LICENCE,
+        )
+    )
 
 def _monks_uci_loader(problem):
     def load(fetch, seed, split):
@@ -441,10 +514,24 @@ def _monks_uci_loader(problem):
     return load
 
 for _k, _n, _bal in [(1, 124, "+1: 278, -1: 278"), (2, 169, "+1: 206, -1: 395"), (3, 122, "+1: 288, -1: 266")]:
-    register(DatasetSpec(f"monk{_k}-uci", f"MONK's problem {_k}, UCI's training subset", {}, "file",
-                         (("monks", f"monks-{_k}.train"), ("monks", f"monks-{_k}.test")), _monks_uci_loader(_k), _n, 432, 6,
-                         _bal, f"+1 = the MONK-{_k} concept holds", "UCI id 70", UCI_LICENCE,
-                         notes="monks-3.train has 5 % label noise by design."))
+    register(
+        DatasetSpec(
+            f"monk{_k}-uci",
+            f"MONK's problem {_k}, UCI's training subset",
+            {},
+            "file",
+            (("monks", f"monks-{_k}.train"), ("monks", f"monks-{_k}.test")),
+            _monks_uci_loader(_k),
+            _n,
+            432,
+            6,
+            _bal,
+            f"+1 = the MONK-{_k} concept holds",
+            "UCI id 70",
+            UCI_LICENCE,
+            notes="monks-3.train has 5 % label noise by design.",
+        )
+    )
 
 def _waveform_loader(binary):
     def load(fetch, seed, split):
@@ -452,10 +539,24 @@ def _waveform_loader(binary):
         return Bunch(X=X, y=binary_labels(labels, "1") if binary else class_labels(labels))
     return load
 
-register(DatasetSpec("waveform", "Waveform, class 1 vs classes 0 and 2", {"000": "5000×21 (class 1 vs {0,2})"}, "file",
-                     (("waveform", "waveform.data"),), _waveform_loader(True), 5000, 0, 21, "+1: 1647, -1: 3353",
-                     "+1 = class 1; -1 = classes 0 and 2", "UCI id 107 (5000 points from Breiman's generator)", UCI_LICENCE,
-                     notes="make_waveform draws fresh points from the same generator."))
+register(
+    DatasetSpec(
+        "waveform",
+        "Waveform, class 1 vs classes 0 and 2",
+        {"000": "5000×21 (class 1 vs {0,2})"},
+        "file",
+        (("waveform", "waveform.data"),),
+        _waveform_loader(True),
+        5000,
+        0,
+        21,
+        "+1: 1647, -1: 3353",
+        "+1 = class 1; -1 = classes 0 and 2",
+        "UCI id 107 (5000 points from Breiman's generator)",
+        UCI_LICENCE,
+        notes="make_waveform draws fresh points from the same generator.",
+    )
+)
 register(DatasetSpec("waveform-3class", "Waveform, three classes", {}, "file", (("waveform", "waveform.data"),),
                      _waveform_loader(False), 5000, 0, 21, "3 classes", "classes 0, 1, 2",
                      "UCI id 107", UCI_LICENCE))
@@ -467,13 +568,29 @@ def _coil_loader(fetch, seed, split):
     return Bunch(X=X, y=binary_labels(labels, "1"), X_test=Xt, y_test=binary_labels(yt, 1.0),
                  notes="ticeval2000/tictgts2000 are provisional copies (no published checksum)")
 
-register(DatasetSpec("coil2000", "Insurance company benchmark (COIL 2000)", {"000": "9822×85"}, "file",
-                     (("coil2000", "ticdata2000.txt"), ("coil2000", "ticeval2000.txt"), ("coil2000", "tictgts2000.txt")),
-                     _coil_loader, 5822, 4000, 85, "+1: 586, -1: 9236", "+1 = CARAVAN policy holder", "UCI id 125",
-                     UCI_LICENCE, notes="Paper 000 pools the training (5822) and evaluation (4000) files: use split='all'."))
+register(
+    DatasetSpec(
+        "coil2000",
+        "Insurance company benchmark (COIL 2000)",
+        {"000": "9822×85"},
+        "file",
+        (("coil2000", "ticdata2000.txt"), ("coil2000", "ticeval2000.txt"), ("coil2000", "tictgts2000.txt")),
+        _coil_loader,
+        5822,
+        4000,
+        85,
+        "+1: 586, -1: 9236",
+        "+1 = CARAVAN policy holder",
+        "UCI id 125",
+        UCI_LICENCE,
+        notes="Paper 000 pools the training (5822) and evaluation (4000) files: use split='all'.",
+    )
+)
 
 # %% ../nbs/02_datasets.ipynb #e3d1bc5c
-def _libsvm_loader(dataset_dir, train, test=None, n_features=None, positive=1.0, drop_zero_features=(), multiclass=False):
+def _libsvm_loader(
+    dataset_dir, train, test=None, n_features=None, positive=1.0, drop_zero_features=(), multiclass=False
+):
     def convert(y):
         return class_labels(y) if multiclass else binary_labels(y, positive)
     def load(fetch, seed, split):
@@ -485,14 +602,42 @@ def _libsvm_loader(dataset_dir, train, test=None, n_features=None, positive=1.0,
         return out
     return load
 
-def _libsvm(name, title, papers, dataset_dir, train, test, n_features, n, n_test, balance, source, label_rule="+1 = +1", **kw):
+def _libsvm(
+    name, title, papers, dataset_dir, train, test, n_features, n, n_test, balance, source, label_rule="+1 = +1", **kw
+):
     loader_kw = {k: kw.pop(k) for k in ("positive", "drop_zero_features", "multiclass") if k in kw}
     files = ((dataset_dir, train),) + (((dataset_dir, test),) if test else ())
     p = n_features - len(loader_kw.get("drop_zero_features", ()))
-    return register(DatasetSpec(name, title, papers, "file", files, _libsvm_loader(dataset_dir, train, test, n_features, **loader_kw),
-                                n, n_test, p, balance, label_rule, source, LIBSVM_LICENCE, **kw))
+    return register(
+        DatasetSpec(
+            name,
+            title,
+            papers,
+            "file",
+            files,
+            _libsvm_loader(dataset_dir, train, test, n_features, **loader_kw),
+            n,
+            n_test,
+            p,
+            balance,
+            label_rule,
+            source,
+            LIBSVM_LICENCE,
+            **kw,
+        )
+    )
 
-ADULT_SIZES = {"a1a": 1605, "a2a": 2265, "a3a": 3185, "a4a": 4781, "a5a": 6414, "a6a": 11220, "a7a": 16100, "a8a": 22696, "a9a": 32561}
+ADULT_SIZES = {
+    "a1a": 1605,
+    "a2a": 2265,
+    "a3a": 3185,
+    "a4a": 4781,
+    "a5a": 6414,
+    "a6a": 11220,
+    "a7a": 16100,
+    "a8a": 22696,
+    "a9a": 32561,
+}
 WEB_SIZES = {"w1a": 2477, "w2a": 3470, "w3a": 4912, "w4a": 7366, "w5a": 9888, "w6a": 17188, "w7a": 24692, "w8a": 49749}
 _ADULT_PAPERS = {"a1a": "001 002", "a2a": "001 002", "a3a": "001 002", "a4a": "001 002", "a5a": "001 002 003",
                  "a6a": "001 002 003", "a7a": "001 002 003", "a8a": "001 003", "a9a": "003"}
@@ -503,9 +648,20 @@ def _papers_for(series_papers, n, n_features):
 for _name, _bal in [("a1a", "+1: 7841, -1: 24720"), ("a2a", "+1: 7841, -1: 24720"), ("a3a", "+1: 7841, -1: 24720"),
                     ("a7a", "+1: 7841, -1: 24720"), ("a8a", "+1: 7841, -1: 24720"), ("a9a", "+1: 11687, -1: 37155")]:
     _n = ADULT_SIZES[_name]
-    _libsvm(_name, f"Adult ({_name}, Platt's binarisation)", _papers_for(_ADULT_PAPERS[_name], _n, 123), _name, _name,
-            f"{_name}.t", 123, _n, (48842 if _name == "a9a" else 32561) - _n, _bal, "LIBSVM binary data (UCI Adult, Platt 1998)",
-            "+1 = income > 50K")
+    _libsvm(
+        _name,
+        f"Adult ({_name}, Platt's binarisation)",
+        _papers_for(_ADULT_PAPERS[_name], _n, 123),
+        _name,
+        _name,
+        f"{_name}.t",
+        123,
+        _n,
+        (48842 if _name == "a9a" else 32561) - _n,
+        _bal,
+        "LIBSVM binary data (UCI Adult, Platt 1998)",
+        "+1 = income > 50K",
+    )
 
 for _name, _bal in [("w4a", "+1: 1479, -1: 48270"), ("w6a", "+1: 1479, -1: 48270"), ("w7a", "+1: 1479, -1: 48270"),
                     ("w8a", "+1: 1933, -1: 62767")]:
@@ -515,20 +671,60 @@ for _name, _bal in [("w4a", "+1: 1479, -1: 48270"), ("w6a", "+1: 1479, -1: 48270
 
 _libsvm("ijcnn1", "IJCNN 2001 challenge (Chang & Lin's transformation)", {"002": "49990/91701×22"}, "ijcnn1", "ijcnn1",
         "ijcnn1.t", 22, 49990, 91701, "+1: 13565, -1: 128126", "LIBSVM binary data (IJCNN 2001, Prokhorov)")
-_libsvm("splice", "Splice junctions (DELVE splice, 1000/2175)", {"001": "1000/2175×60"}, "splice", "splice", "splice.t", 60,
-        1000, 2175, "+1: 1648, -1: 1527", "LIBSVM binary data (DELVE splice)", "+1 = +1 (no junction)",
-        notes="Reconstructed files (provisional): LIBSVM's splice and splice.t were recovered from a copy that joins them.")
+_libsvm(
+    "splice",
+    "Splice junctions (DELVE splice, 1000/2175)",
+    {"001": "1000/2175×60"},
+    "splice",
+    "splice",
+    "splice.t",
+    60,
+    1000,
+    2175,
+    "+1: 1648, -1: 1527",
+    "LIBSVM binary data (DELVE splice)",
+    "+1 = +1 (no junction)",
+    notes="Reconstructed files (provisional): LIBSVM's splice and splice.t were recovered from a copy that joins them.",
+)
 _libsvm("splice-c", "Splice, training and test pooled", {"004": "3175×60"}, "splice", "splice", "splice.t", 60, 3175, 0,
         "+1: 1648, -1: 1527", "LIBSVM binary data (DELVE splice)", "+1 = +1", default_split="all",
         notes="Paper 004's splice-c is splice's training and test files together (3175 points).")
 _libsvm("svmguide1", "svmguide1 (astroparticle)", {}, "svmguide1", "svmguide1", "svmguide1.t", 4, 3089, 4000,
         "+1: 4000, -1: 3089", "LIBSVM binary data (Hsu, Chang & Lin)", "+1 = 1", positive=1.0)
-_libsvm("svmguide-c", "svmguide1, training and test pooled", {"004": "7089×4"}, "svmguide1", "svmguide1", "svmguide1.t", 4,
-        7089, 0, "+1: 4000, -1: 3089", "LIBSVM binary data (Hsu, Chang & Lin)", "+1 = 1", positive=1.0, default_split="all",
-        notes="Paper 004's svmguide-c is svmguide1's training and test files together (7089 points).")
-_libsvm("svmguide3", "svmguide3 (vehicle)", {"004": "1243×21"}, "svmguide3", "svmguide3", "svmguide3.t", 22, 1243, 41,
-        "+1: 337, -1: 947", "LIBSVM binary data (Hsu, Chang & Lin)", "+1 = +1", drop_zero_features=(21,),
-        notes="Feature 22 is zero in every training row and is dropped, giving the paper's 21 columns. The 41-row test file is provisional.")
+_libsvm(
+    "svmguide-c",
+    "svmguide1, training and test pooled",
+    {"004": "7089×4"},
+    "svmguide1",
+    "svmguide1",
+    "svmguide1.t",
+    4,
+    7089,
+    0,
+    "+1: 4000, -1: 3089",
+    "LIBSVM binary data (Hsu, Chang & Lin)",
+    "+1 = 1",
+    positive=1.0,
+    default_split="all",
+    notes="Paper 004's svmguide-c is svmguide1's training and test files together (7089 points).",
+)
+_libsvm(
+    "svmguide3",
+    "svmguide3 (vehicle)",
+    {"004": "1243×21"},
+    "svmguide3",
+    "svmguide3",
+    "svmguide3.t",
+    22,
+    1243,
+    41,
+    "+1: 337, -1: 947",
+    "LIBSVM binary data (Hsu, Chang & Lin)",
+    "+1 = +1",
+    drop_zero_features=(21,),
+    notes="Feature 22 is zero in every training row and is dropped, giving the paper's 21 columns. The 41-row test "
+          "file is provisional.",
+)
 _libsvm("usps-test", "USPS digits, test file only", {}, "usps", "usps.t.bz2", None, 256, 2007, 0, "10 classes",
         "LIBSVM multi-class data (USPS)", "10 classes 1..10", multiclass=True,
         notes="Only LIBSVM's test file (usps.t.bz2) could be had; the 7291-point training file is missing.")
@@ -541,10 +737,27 @@ def _madelon_loader(fetch, seed, split):
     yt = read_numbers(fetch("madelon", "madelon_valid.labels")).ravel()
     return Bunch(X=X, y=binary_labels(y, 1.0), X_test=Xt, y_test=binary_labels(yt, 1.0))
 
-register(DatasetSpec("madelon", "Madelon (NIPS 2003 feature selection)", {"004": "2000×500"}, "file",
-                     tuple(("madelon", f) for f in ("madelon_train.data", "madelon_train.labels", "madelon_valid.data", "madelon_valid.labels")),
-                     _madelon_loader, 2000, 600, 500, "+1: 1300, -1: 1300", "+1 = 1", "UCI id 171 (training and validation sets)",
-                     UCI_LICENCE, notes="The 1800-point test set has no published labels."))
+register(
+    DatasetSpec(
+        "madelon",
+        "Madelon (NIPS 2003 feature selection)",
+        {"004": "2000×500"},
+        "file",
+        tuple(
+            ("madelon", f)
+            for f in ("madelon_train.data", "madelon_train.labels", "madelon_valid.data", "madelon_valid.labels")
+        ),
+        _madelon_loader,
+        2000,
+        600,
+        500,
+        "+1: 1300, -1: 1300",
+        "+1 = 1",
+        "UCI id 171 (training and validation sets)",
+        UCI_LICENCE,
+        notes="The 1800-point test set has no published labels.",
+    )
+)
 
 def _dhrb_loader(fetch, seed, split):
     try:
@@ -554,14 +767,32 @@ def _dhrb_loader(fetch, seed, split):
         raise DatasetError(f"cannot read dhrb's MATLAB files: {e}") from None
     return Bunch(X=np.ascontiguousarray(X, dtype=np.float64), y=binary_labels(y, 1))
 
-register(DatasetSpec("dhrb", "dhrb (shipped with the NSSVM package)", {"003": "59557×17"}, "file",
-                     (("dhrb", "dhrb.mat"), ("dhrb", "dhrbclass.mat")), _dhrb_loader, 59557, 0, 17, "+1: 10261, -1: 49296",
-                     "+1 = +1", "ShenglongZhou/NSSVM realdata/dhrb", "GPL-3.0 (the NSSVM repository); origin of the data not stated",
-                     notes="Paper 003 uses a random 90/10 split: split=0.1."))
+register(
+    DatasetSpec(
+        "dhrb",
+        "dhrb (shipped with the NSSVM package)",
+        {"003": "59557×17"},
+        "file",
+        (("dhrb", "dhrb.mat"), ("dhrb", "dhrbclass.mat")),
+        _dhrb_loader,
+        59557,
+        0,
+        17,
+        "+1: 10261, -1: 49296",
+        "+1 = +1",
+        "ShenglongZhou/NSSVM realdata/dhrb",
+        "GPL-3.0 (the NSSVM repository); origin of the data not stated",
+        notes="Paper 003 uses a random 90/10 split: split=0.1.",
+    )
+)
 
 # %% ../nbs/02_datasets.ipynb #8b58038d
 def _raetsch_files(set_name, k):
-    return [(f"raetsch-{set_name}", f"{set_name}_{part}_{kind}_{k}.asc") for part in ("train", "test") for kind in ("data", "labels")]
+    return [
+        (f"raetsch-{set_name}", f"{set_name}_{part}_{kind}_{k}.asc")
+        for part in ("train", "test")
+        for kind in ("data", "labels")
+    ]
 
 def _raetsch_loader(set_name):
     def load(fetch, seed, split):
@@ -571,7 +802,11 @@ def _raetsch_loader(set_name):
     return load
 
 def _raetsch(name, set_name, title, papers, n, n_test, p, balance, notes=""):
-    ks = tuple(sorted({int(re.search(r"_(\d+)\.asc$", f).group(1)) for (d, f) in CANONICAL_FILES if d == f"raetsch-{set_name}"}))
+    ks = tuple(
+        sorted(
+            {int(re.search(r"_(\d+)\.asc$", f).group(1)) for (d, f) in CANONICAL_FILES if d == f"raetsch-{set_name}"}
+        )
+    )
     files = tuple(f for k in ks for f in _raetsch_files(set_name, k))
     return register(DatasetSpec(name, title, papers, "file", files, _raetsch_loader(set_name), n, n_test, p, balance,
                                 "+1 = +1", f"Rätsch's IDA benchmark ({set_name}), realisations {ks[0]}-{ks[-1]}",
@@ -579,8 +814,19 @@ def _raetsch(name, set_name, title, papers, n, n_test, p, balance, notes=""):
                                 default_split=1, notes=notes))
 
 _raetsch("banana", "banana", "Banana (Rätsch)", {"001": "400/4900×2"}, 400, 4900, 2, "+1: 2376, -1: 2924")
-_raetsch("image", "image", "Image segmentation (Rätsch, two classes)", {"001": "1300/1010×18"}, 1300, 1010, 18, "+1: 1320, -1: 990")
-_raetsch("raetsch-waveform", "waveform", "Waveform (Rätsch)", {"001": "400/4600×21"}, 400, 4600, 21, "+1: 1647, -1: 3353")
+_raetsch(
+    "image",
+    "image",
+    "Image segmentation (Rätsch, two classes)",
+    {"001": "1300/1010×18"},
+    1300,
+    1010,
+    18,
+    "+1: 1320, -1: 990",
+)
+_raetsch(
+    "raetsch-waveform", "waveform", "Waveform (Rätsch)", {"001": "400/4600×21"}, 400, 4600, 21, "+1: 1647, -1: 3353"
+)
 _raetsch("raetsch-ringnorm", "ringnorm", "Ringnorm (Rätsch)", {}, 400, 7000, 20, "+1: 3664, -1: 3736")
 _raetsch("raetsch-twonorm", "twonorm", "Twonorm (Rätsch)", {}, 400, 7000, 20, "+1: 3703, -1: 3697")
 _raetsch("raetsch-heart", "heart", "Heart (Rätsch)", {}, 170, 100, 13, "+1: 120, -1: 150")
@@ -590,16 +836,59 @@ _raetsch("raetsch-breast-cancer", "breast-cancer", "Breast cancer (Rätsch)", {}
 
 # %% ../nbs/02_datasets.ipynb #d6263b5c
 def _generated(name, title, papers, make, n, n_test, p, balance, source, **kw):
-    return register(DatasetSpec(name, title, papers, "generated", (), make, n, n_test, p, balance, kw.pop("label_rule", "+1 / -1 by the definition"),
-                                source, SYNTHETIC, **kw))
+    return register(
+        DatasetSpec(
+            name,
+            title,
+            papers,
+            "generated",
+            (),
+            make,
+            n,
+            n_test,
+            p,
+            balance,
+            kw.pop("label_rule", "+1 / -1 by the definition"),
+            source,
+            SYNTHETIC,
+            **kw,
+        )
+    )
 
-_generated("twonorm", "Twonorm (Breiman)", {"000": "7400×20"}, lambda fetch, seed, split: _bunch(("X", "y"), make_twonorm(7400, seed=seed)),
-           7400, 0, 20, "+1: 3714, -1: 3686", "Breiman (1996), Bias, variance and arcing classifiers")
-_generated("ringnorm", "Ringnorm (Breiman)", {"000": "7400×20"}, lambda fetch, seed, split: _bunch(("X", "y"), make_ringnorm(7400, seed=seed)),
-           7400, 0, 20, "+1: 3714, -1: 3686", "Breiman (1996)", notes="KEEL's ring.dat is corrupt (decimal points lost); the generator is exact.")
-_generated("keerthi-gauss2d", "Keerthi et al.'s two 2-D Gaussians", {"001": "400/20000×2"},
-           lambda fetch, seed, split: _bunch(("X", "y", "X_test", "y_test"), make_keerthi_gaussians(400, 20000, seed=seed)),
-           400, 20000, 2, "+1: 10128, -1: 10272", "Keerthi et al. (2002) §6, Table 3")
+_generated(
+    "twonorm",
+    "Twonorm (Breiman)",
+    {"000": "7400×20"},
+    lambda fetch, seed, split: _bunch(("X", "y"), make_twonorm(7400, seed=seed)),
+    7400,
+    0,
+    20,
+    "+1: 3714, -1: 3686",
+    "Breiman (1996), Bias, variance and arcing classifiers",
+)
+_generated(
+    "ringnorm",
+    "Ringnorm (Breiman)",
+    {"000": "7400×20"},
+    lambda fetch, seed, split: _bunch(("X", "y"), make_ringnorm(7400, seed=seed)),
+    7400,
+    0,
+    20,
+    "+1: 3714, -1: 3686",
+    "Breiman (1996)",
+    notes="KEEL's ring.dat is corrupt (decimal points lost); the generator is exact.",
+)
+_generated(
+    "keerthi-gauss2d",
+    "Keerthi et al.'s two 2-D Gaussians",
+    {"001": "400/20000×2"},
+    lambda fetch, seed, split: _bunch(("X", "y", "X_test", "y_test"), make_keerthi_gaussians(400, 20000, seed=seed)),
+    400,
+    20000,
+    2,
+    "+1: 10128, -1: 10272",
+    "Keerthi et al. (2002) §6, Table 3",
+)
 _generated("zhou-example41", "Zhou's Example 4.1 (m = 10000)", {"003": "2m×2, m up to 1e8"},
            lambda fetch, seed, split: _bunch(("X", "y", "X_test", "y_test"), make_zhou_example41(10000, seed=seed)),
            10000, 10000, 2, "+1: 10000, -1: 10000", "Zhou (2021) Example 4.1",
@@ -619,7 +908,8 @@ def _lines(path: Path) -> list:
     return [line.rstrip() for line in path.read_text().splitlines() if line.strip()]
 
 def _multiset_minus(pool: list, remove: list) -> list:
-    "The lines of `pool` less one occurrence of each line of `remove`, in pool order; every removed line must be present."
+    """The lines of `pool` less one occurrence of each line of `remove`, in pool order; every removed line must be
+    present."""
     from collections import Counter
     left = Counter(remove)
     out = []
@@ -644,8 +934,9 @@ def _series_train(name, sizes, fetch, seed, present=None) -> tuple:
     inner, _ = _series_train(smaller, sizes, fetch, seed, present)
     extra = _multiset_minus(_lines(fetch(larger, larger)), inner)
     chosen = np.sort(np.random.default_rng(seed).choice(len(extra), size=sizes[name] - len(inner), replace=False))
-    return inner + [extra[i] for i in chosen], (f"derived: all of {smaller} plus {len(chosen)} lines drawn (seed {seed}) "
-                                                 f"from {larger} minus {smaller}")
+    return inner + [extra[i] for i in chosen], (
+        f"derived: all of {smaller} plus {len(chosen)} lines drawn (seed {seed}) from {larger} minus {smaller}"
+    )
 
 def _series_loader(name, sizes, pool_name, n_features):
     "Load series member `name` with its test set rebuilt as the pool minus the training lines."
@@ -660,7 +951,8 @@ def _series_loader(name, sizes, pool_name, n_features):
     return load
 
 def _series_files(name, sizes, pool_name):
-    "The canonical files a series member's loader may read: every present member up to the next larger one, and the pool."
+    """The canonical files a series member's loader may read: every present member up to the next larger one, and the
+    pool."""
     larger = min((m for m in sizes if sizes[m] > sizes[name] and (m, m) in CANONICAL_FILES), key=sizes.get)
     present = {m for m in sizes if (m, m) in CANONICAL_FILES and sizes[m] <= sizes[larger]} | {pool_name}
     return tuple((m, m) for m in sorted(present, key=sizes.get))
@@ -669,10 +961,25 @@ def _series_files(name, sizes, pool_name):
 def _register_derived(name, sizes, pool_name, n_features, papers, balance, label_rule, source):
     "Register a missing series member, rebuilt nested between its neighbours (see above)."
     n = sizes[name]
-    return register(DatasetSpec(name, f"{source.split(' (')[0]} ({name}), rebuilt from its series", papers, "derived",
-                                _series_files(name, sizes, pool_name), _series_loader(name, sizes, pool_name, n_features),
-                                n, _pool_size(pool_name) - n, n_features, balance, label_rule, f"derived from {source}",
-                                LIBSVM_LICENCE, substitute_for=(name,), notes="The original file is not available; see 'Derived sets'."))
+    return register(
+        DatasetSpec(
+            name,
+            f"{source.split(' (')[0]} ({name}), rebuilt from its series",
+            papers,
+            "derived",
+            _series_files(name, sizes, pool_name),
+            _series_loader(name, sizes, pool_name, n_features),
+            n,
+            _pool_size(pool_name) - n,
+            n_features,
+            balance,
+            label_rule,
+            f"derived from {source}",
+            LIBSVM_LICENCE,
+            substitute_for=(name,),
+            notes="The original file is not available; see 'Derived sets'.",
+        )
+    )
 
 def _pool_size(pool_name: str) -> int:
     return {"a9a": 32561, "w8a": 49749}[pool_name]
@@ -685,10 +992,24 @@ for _name in ("w2a", "w5a"):
                       "+1: 1479, -1: 48270", "+1 = +1", "Web pages (LIBSVM's w-series)")
 for _name in ("w1a", "w3a"):
     _n = WEB_SIZES[_name]
-    register(DatasetSpec(_name, f"Web pages ({_name}, Platt)", {"002": f"{_n} train ×300"}, "file",
-                         ((_name, _name), ("w8a", "w8a")), _series_loader(_name, WEB_SIZES, "w8a", 300), _n, 49749 - _n, 300,
-                         "+1: 1479, -1: 48270", "+1 = +1", "LIBSVM binary data (Platt 1998 web-page data)", LIBSVM_LICENCE,
-                         notes=f"{_name}.t is not available; it is rebuilt exactly (as a set of rows) as w8a minus {_name}."))
+    register(
+        DatasetSpec(
+            _name,
+            f"Web pages ({_name}, Platt)",
+            {"002": f"{_n} train ×300"},
+            "file",
+            ((_name, _name), ("w8a", "w8a")),
+            _series_loader(_name, WEB_SIZES, "w8a", 300),
+            _n,
+            49749 - _n,
+            300,
+            "+1: 1479, -1: 48270",
+            "+1 = +1",
+            "LIBSVM binary data (Platt 1998 web-page data)",
+            LIBSVM_LICENCE,
+            notes=f"{_name}.t is not available; it is rebuilt exactly (as a set of rows) as w8a minus {_name}.",
+        )
+    )
 
 # %% ../nbs/02_datasets.ipynb #50b40bc2
 def _digits16(fetch, seed, split):
@@ -703,15 +1024,27 @@ def make_hill_valley_like(n: int = 606, length: int = 100, seed: int = 0) -> tup
     y = _balanced_labels(n, rng)
     t = np.arange(length)
     level = rng.uniform(1, 1e4, n)[:, None]
-    centre, width, height = rng.uniform(20, 80, n)[:, None], rng.uniform(3, 12, n)[:, None], rng.uniform(0.1, 0.6, n)[:, None]
+    centre, width, height = (
+        rng.uniform(20, 80, n)[:, None],
+        rng.uniform(3, 12, n)[:, None],
+        rng.uniform(0.1, 0.6, n)[:, None],
+    )
     shape = 1 + y[:, None] * height * np.exp(-0.5 * ((t - centre) / width) ** 2)
     return level * shape * (1 + 0.03 * rng.standard_normal((n, length))), y
 
 def _like(n_train, n_test, p, n_classes=2, weights=None):
     def load(fetch, seed, split):
-        X, y = make_classification(n_train + n_test, p, n_informative=min(p, max(2, p // 4)), n_redundant=min(p // 4, p - max(2, p // 4)),
-                                   n_classes=n_classes, n_clusters_per_class=1 if n_classes > 4 else 2, weights=weights,
-                                   flip_y=0.01, random_state=seed)
+        X, y = make_classification(
+            n_train + n_test,
+            p,
+            n_informative=min(p, max(2, p // 4)),
+            n_redundant=min(p // 4, p - max(2, p // 4)),
+            n_classes=n_classes,
+            n_clusters_per_class=1 if n_classes > 4 else 2,
+            weights=weights,
+            flip_y=0.01,
+            random_state=seed,
+        )
         y = np.where(y == 1, 1.0, -1.0) if n_classes == 2 else y.astype(np.int64)
         out = Bunch(X=X[:n_train], y=y[:n_train])
         if n_test: out.update(X_test=X[n_train:], y_test=y[n_train:])
@@ -719,9 +1052,24 @@ def _like(n_train, n_test, p, n_classes=2, weights=None):
     return load
 
 def _substitute(name, title, stands_for, loader, n, n_test, p, balance, source):
-    return register(DatasetSpec(name, title, {}, "substitute", (), loader, n, n_test, p, balance, "as generated", source,
-                                SYNTHETIC if "scikit-learn" not in source else "BSD-3 (scikit-learn); data UCI CC BY 4.0",
-                                substitute_for=tuple(stands_for)))
+    return register(
+        DatasetSpec(
+            name,
+            title,
+            {},
+            "substitute",
+            (),
+            loader,
+            n,
+            n_test,
+            p,
+            balance,
+            "as generated",
+            source,
+            SYNTHETIC if "scikit-learn" not in source else "BSD-3 (scikit-learn); data UCI CC BY 4.0",
+            substitute_for=tuple(stands_for),
+        )
+    )
 
 def _missing(name, title, papers, substitute, notes):
     return register(DatasetSpec(name, title, papers, "missing", substitute=substitute, notes=notes))
@@ -746,24 +1094,46 @@ _missing("hillvalley", "Hill-Valley (606×100)", {"004": "606×100"}, "hill-vall
          "No copy of UCI's Hill-Valley files was found (UCIData.jl records their sha256).")
 _missing("tree", "Tree (Bailey et al. 1993, 700/11692×18)", {"001": "700/11692×18"}, "tree-like",
          "Bailey et al.'s land-use data was never redistributed publicly.")
-_substitute("tree-like", "Tree-sized synthetic problem", ["tree"], _like(700, 11692, 18), 700, 11692, 18, "as generated",
-            "make_classification at Tree's size")
+_substitute(
+    "tree-like",
+    "Tree-sized synthetic problem",
+    ["tree"],
+    _like(700, 11692, 18),
+    700,
+    11692,
+    18,
+    "as generated",
+    "make_classification at Tree's size",
+)
 
 LARGE_MISSING = {  # name: (title, paper, n_train, n_test, p, classes, weights)
     "protein": ("Protein (17766/6621×357, 3 classes)", "002", 17766, 6621, 357, 3, None),
     "mnist": ("MNIST (60000/10000×780)", "002", 60000, 10000, 780, 10, None),
     "usps-ext": ("USPS-Ext (266079/75383×676)", "002", 266079, 75383, 676, 2, None),
-    "kdd99-10pc": ("KDD99 10 % (395216/98805×127, 5 classes)", "002", 395216, 98805, 127, 5, [0.8, 0.19, 0.005, 0.004, 0.001]),
+    "kdd99-10pc": (
+        "KDD99 10 % (395216/98805×127, 5 classes)",
+        "002",
+        395216,
+        98805,
+        127,
+        5,
+        [0.8, 0.19, 0.005, 0.004, 0.001],
+    ),
     "kdd99-full": ("KDD99 full (4898431/311029×127)", "002", 4898431, 311029, 127, 2, [0.8, 0.2]),
     "reuters": ("Reuters relevant vs not (7770/3299×8315)", "002", 7770, 3299, 8315, 2, None),
-    **{f"pcb{i}": (f"Polish companies bankruptcy, year {i}", "003", m, 0, 64, 2, [0.95, 0.05])
-       for i, m in enumerate((7027, 10173, 10503, 9792, 5910), 1)},
+    **{
+        f"pcb{i}": (f"Polish companies bankruptcy, year {i}", "003", m, 0, 64, 2, [0.95, 0.05])
+        for i, m in enumerate((7027, 10173, 10503, 9792, 5910), 1)
+    },
     "mrpe": ("Malware analysis (51959×1024)", "003", 51959, 0, 1024, 2, None),
     "aips": ("Airline passenger satisfaction (103904/25976×22)", "003", 103904, 25976, 22, 2, [0.57, 0.43]),
     "sctp": ("Santander customer transactions (200000×200)", "003", 200000, 0, 200, 2, [0.9, 0.1]),
     "skin": ("Skin segmentation (245056×3)", "003", 245056, 0, 3, 2, [0.79, 0.21]),
     "ccfd": ("Credit card fraud (284807×28)", "003", 284807, 0, 28, 2, [0.998, 0.002]),
-    **{f"rlc{i}": (f"Record linkage comparison patterns, block {i}", "003", 574914, 0, 9, 2, [0.996, 0.004]) for i in range(1, 11)},
+    **{
+        f"rlc{i}": (f"Record linkage comparison patterns, block {i}", "003", 574914, 0, 9, 2, [0.996, 0.004])
+        for i in range(1, 11)
+    },
     "covtype-binary": ("Covertype, binary (581012×54)", "003", 581012, 0, 54, 2, [0.51, 0.49]),
     "susy": ("SUSY (5e6×18)", "003", 5_000_000, 0, 18, 2, [0.54, 0.46]),
     "hepmass": ("HEPMASS (7e6/3.5e6×28)", "003", 7_000_000, 3_500_000, 28, 2, None),
@@ -806,14 +1176,22 @@ def _check_split(spec: DatasetSpec, split):
     if split is None: return spec.default_split
     if isinstance(split, str):
         if split == "all": return split
-        raise DatasetError(f"split={split!r}; accepted: None, 'all', a Rätsch realisation number, or a test fraction in (0, 1)")
+        raise DatasetError(
+            f"split={split!r}; accepted: None, 'all', a Rätsch realisation number, or a test fraction in (0, 1)"
+        )
     if isinstance(split, (bool, np.bool_)):
-        raise DatasetError(f"split={split!r}; accepted: None, 'all', a Rätsch realisation number, or a test fraction in (0, 1)")
+        raise DatasetError(
+            f"split={split!r}; accepted: None, 'all', a Rätsch realisation number, or a test fraction in (0, 1)"
+        )
     if isinstance(split, (int, np.integer)):
         if not spec.realisations:
-            raise DatasetError(f"split={split} names a realisation, but {spec.name} has none; use None, 'all' or a test fraction")
+            raise DatasetError(
+                f"split={split} names a realisation, but {spec.name} has none; use None, 'all' or a test fraction"
+            )
         if split not in spec.realisations:
-            raise DatasetError(f"split={split}: {spec.name} has realisations {spec.realisations[0]}..{spec.realisations[-1]} here")
+            raise DatasetError(
+                f"split={split}: {spec.name} has realisations {spec.realisations[0]}..{spec.realisations[-1]} here"
+            )
         return int(split)
     if isinstance(split, float) and 0 < split < 1: return split
     raise DatasetError(f"split={split!r}; a test fraction must lie strictly between 0 and 1")
@@ -830,7 +1208,13 @@ def _apply_split(data: Bunch, split, seed: int) -> tuple:
         return X, y, Xt, yt, f"stratified hold-out: {split:g} of all points as test (seed {seed})"
     if isinstance(split, int):
         return X, y, Xt, yt, f"Rätsch realisation {split}"
-    return X, y, Xt, yt, "the source's fixed training/test files" if Xt is not None else "all points (no fixed test set)"
+    return (
+        X,
+        y,
+        Xt,
+        yt,
+        "the source's fixed training/test files" if Xt is not None else "all points (no fixed test set)",
+    )
 
 # %% ../nbs/02_datasets.ipynb #4604c78f
 def _sklearn_wisconsin() -> Bunch:
@@ -849,20 +1233,32 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
         raise DatasetError(f"scale={scale!r}; accepted values: None, {', '.join(map(repr, SCALINGS))}")
     if spec.kind == "missing":
         if not allow_substitute:
-            raise DatasetUnavailable(f"{name} ({spec.title}) is not available here: {spec.notes} Its substitute is "
-                                     f"{spec.substitute!r}; load({name!r}, allow_substitute=True) uses it, marked as a substitute.")
+            raise DatasetUnavailable(
+                f"{name} ({spec.title}) is not available here: {spec.notes} Its substitute is "
+                f"{spec.substitute!r}; load({name!r}, allow_substitute=True) uses it, marked as a substitute."
+            )
         return load(spec.substitute, split=split, scale=scale, seed=seed, allow_substitute=True,
                     allow_download=allow_download, settings=settings)
     if spec.kind in ("derived", "substitute") and not allow_substitute:
-        raise DatasetUnavailable(f"{name} is a {spec.kind} ({spec.source}) standing in for {', '.join(spec.substitute_for)}; "
-                                 f"pass allow_substitute=True to use it (it is then marked as such in its metadata)")
+        raise DatasetUnavailable(
+            f"{name} is a {spec.kind} ({spec.source}) standing in for {', '.join(spec.substitute_for)}; "
+            f"pass allow_substitute=True to use it (it is then marked as such in its metadata)"
+        )
     split = _check_split(spec, split)
     settings = settings or load_settings()
     used = []
     def fetch(dataset_dir, file):
         canonical = CANONICAL_FILES[(dataset_dir, file)]
         path, origin = resolve(canonical, settings, allow_download)
-        used.append(dict(file=f"{dataset_dir}/{file}", sha256=canonical.sha256, status=canonical.status, origin=origin, path=str(path)))
+        used.append(
+            dict(
+                file=f"{dataset_dir}/{file}",
+                sha256=canonical.sha256,
+                status=canonical.status,
+                origin=origin,
+                path=str(path),
+            )
+        )
         return path
     try:
         data = spec.loader(fetch, int(seed), split)
@@ -871,9 +1267,15 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
         data = _sklearn_wisconsin()
     pooled = data.y if data.get("y_test") is None else np.concatenate([data.y, data.y_test])
     if len(np.unique(pooled)) < 2:
-        raise DatasetError(f"{name}: the label rule ({spec.label_rule}) leaves a single class; the file or the rule is wrong")
+        raise DatasetError(
+            f"{name}: the label rule ({spec.label_rule}) leaves a single class; the file or the rule is wrong"
+        )
     X, y, Xt, yt, split_text = _apply_split(data, split, int(seed))
-    X, Xt = scale_features(np.ascontiguousarray(X, dtype=np.float64), None if Xt is None else np.ascontiguousarray(Xt, dtype=np.float64), scale)
+    X, Xt = scale_features(
+        np.ascontiguousarray(X, dtype=np.float64),
+        None if Xt is None else np.ascontiguousarray(Xt, dtype=np.float64),
+        scale,
+    )
     out = Bunch(X=X, y=y)
     if Xt is not None: out.update(X_test=Xt, y_test=yt)
     source = spec.source if used or spec.name != "wisconsin" else "scikit-learn's bundled copy (load_breast_cancer)"
@@ -898,13 +1300,28 @@ def status(spec: DatasetSpec, settings=None) -> str:
 def available(settings=None) -> pd.DataFrame:
     "Every registered dataset: name, papers, size, dimension, class balance, kind, status and substitute."
     settings = settings or load_settings()
-    rows = [dict(name=s.name, title=s.title, papers=" ".join(sorted(s.papers)), n=s.n_train + s.n_test, n_train=s.n_train,
-                 n_test=s.n_test, p=s.n_features, balance=s.balance, kind=s.kind, status=status(s, settings),
-                 substitute=s.substitute or "", stands_for=" ".join(s.substitute_for)) for s in REGISTRY.values()]
+    rows = [
+        dict(
+            name=s.name,
+            title=s.title,
+            papers=" ".join(sorted(s.papers)),
+            n=s.n_train + s.n_test,
+            n_train=s.n_train,
+            n_test=s.n_test,
+            p=s.n_features,
+            balance=s.balance,
+            kind=s.kind,
+            status=status(s, settings),
+            substitute=s.substitute or "",
+            stands_for=" ".join(s.substitute_for),
+        )
+        for s in REGISTRY.values()
+    ]
     return pd.DataFrame(rows)
 
 def fetch_datasets(names=None, settings=None, allow_download: bool = True) -> pd.DataFrame:
-    "Make the canonical files of `names` (default: every dataset with files) local and verified; one row per file with its origin."
+    """Make the canonical files of `names` (default: every dataset with files) local and verified; one row per file with
+    its origin."""
     settings = settings or load_settings()
     specs = [get_spec(n) for n in names] if names else [s for s in REGISTRY.values() if s.files]
     rows, seen = [], set()

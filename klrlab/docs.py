@@ -103,7 +103,9 @@ def _internal_target(link: str, page: Path, site: Path, site_url: str | None):
     return target, unquote(parts.fragment)
 
 # %% ../nbs/04_docs.ipynb #762344a0
-def check_site(site: Path | str, nbs_path: Path | str, site_url: str | None = None, quarto_yml: Path | str | None = None) -> list:
+def check_site(
+    site: Path | str, nbs_path: Path | str, site_url: str | None = None, quarto_yml: Path | str | None = None
+) -> list:
     "Every problem of the built `site` against the notebooks in `nbs_path` (an empty list when all is well)."
     site, nbs_path = Path(site), Path(nbs_path)
     problems = []
@@ -116,10 +118,16 @@ def check_site(site: Path | str, nbs_path: Path | str, site_url: str | None = No
             problems.append(f"missing page: {page.relative_to(site)} (from {nb.relative_to(nbs_path)})")
             continue
         parsed[page] = read_page(page)
-        shown = [src for src in parsed[page].images if src.startswith("data:image") or _internal_target(src, page, site, site_url)]
+        shown = [
+            src
+            for src in parsed[page].images
+            if src.startswith("data:image") or _internal_target(src, page, site, site_url)
+        ]
         wanted = notebook_figures(nb)
         if len(shown) < wanted:
-            problems.append(f"{page.relative_to(site)}: shows {len(shown)} image(s) but {nb.name} has {wanted} saved figure(s)")
+            problems.append(
+                f"{page.relative_to(site)}: shows {len(shown)} image(s) but {nb.name} has {wanted} saved figure(s)"
+            )
     for page in sorted(site.rglob("*.html")):
         info = parsed.get(page) or read_page(page)
         parsed[page] = info
@@ -132,7 +140,10 @@ def check_site(site: Path | str, nbs_path: Path | str, site_url: str | None = No
             elif fragment and path.suffix == ".html":
                 ids = (parsed.get(path) or parsed.setdefault(path, read_page(path))).ids
                 if fragment not in ids:
-                    problems.append(f"{page.relative_to(site)}: link {link} names #{fragment}, which {path.relative_to(site)} does not define")
+                    problems.append(
+                        f"{page.relative_to(site)}: link {link} names #{fragment}, which {path.relative_to(site)} "
+                        "does not define"
+                    )
     if quarto_yml is not None:
         staged = nbs_path / "_quarto.yml"
         if not staged.exists() or staged.resolve().read_bytes() != Path(quarto_yml).read_bytes():
@@ -167,7 +178,8 @@ def _drop_output_file(nb: dict) -> dict:
     return nb
 
 def stage_quarto_names(proc: Path) -> dict:
-    "Rename processed notebooks in `proc` to the page names Quarto gives them; fix sidebar.yml; return old -> new names."
+    """Rename processed notebooks in `proc` to the page names Quarto gives them; fix sidebar.yml; return old -> new
+    names."""
     renamed = {}
     for path in sorted(proc.rglob("*.ipynb")):
         if any(part.startswith(("_", ".")) for part in path.relative_to(proc).parts): continue
@@ -214,7 +226,8 @@ def _render_quarto(cfg) -> Path:
 
 # %% ../nbs/04_docs.ipynb #1398e129
 def build_docs(renderer: str = "auto", out: Path | str | None = None, check: bool = True) -> DocsReport:
-    "Build the site with Quarto (`renderer='quarto'`), the fallback (`'fallback'`) or whichever is available (`'auto'`); check it."
+    """Build the site with Quarto (`renderer='quarto'`), the fallback (`'fallback'`) or whichever is available
+    (`'auto'`); check it."""
     if renderer not in ("auto", "quarto", "fallback"):
         raise ValueError(f"renderer={renderer!r}; accepted values: 'auto', 'quarto', 'fallback'")
     if renderer == "quarto" and not quarto_available():

@@ -73,7 +73,8 @@ def low_mask(y, alpha, lo: float, hi: float) -> np.ndarray:
     return ((y < 0) & (alpha < hi)) | ((y > 0) & (alpha > lo))
 
 def score_extremes(loss, y, alpha, F, C, lam, lo, hi) -> tuple:
-    "(s, m, M): the scores s_i = -y_i grad_i f from F = K (alpha y), m = max over I_up, M = min over I_low (None if empty)."
+    """(s, m, M): the scores s_i = -y_i grad_i f from F = K (alpha y), m = max over I_up, M = min over I_low (None if
+    empty)."""
     phi_prime = np.log(alpha) - np.log(C - alpha) if loss == "logistic" else 0.0
     s = -F - y * (phi_prime - lam)
     up, low = up_mask(y, alpha, lo, hi), low_mask(y, alpha, lo, hi)

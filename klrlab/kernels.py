@@ -127,7 +127,9 @@ class Kernel:
             if isinstance(self.degree, bool) or not isinstance(self.degree, Integral) or self.degree < 1:
                 raise ValueError(f"degree={self.degree!r}; the polynomial degree must be an integer >= 1")
             if not (isinstance(self.coef0, Real) and np.isfinite(self.coef0) and self.coef0 >= 0):
-                raise ValueError(f"coef0={self.coef0!r}; it must be >= 0 for the polynomial kernel to be positive semidefinite")
+                raise ValueError(
+                    f"coef0={self.coef0!r}; it must be >= 0 for the polynomial kernel to be positive semidefinite"
+                )
 
     @classmethod
     def from_params(cls, kernel="rbf", gamma="scale", degree=3, coef0=0.0, X=None) -> "Kernel":
@@ -160,14 +162,20 @@ class Kernel:
 
     def cache(self, X, cache_size: float = 200.0) -> KernelCache:
         "A compiled row cache over the training points `X` holding at most `cache_size` MB of rows (at least 2 rows)."
-        if isinstance(cache_size, bool) or not isinstance(cache_size, Real) or not np.isfinite(cache_size) or cache_size <= 0:
+        if (
+            isinstance(cache_size, bool)
+            or not isinstance(cache_size, Real)
+            or not np.isfinite(cache_size)
+            or cache_size <= 0
+        ):
             raise ValueError(f"cache_size={cache_size!r}; the cache size in MB must be a number > 0")
         X = check_matrix(X, "X")
         if self.name == "precomputed": check_precomputed_kernel(X)
         return KernelCache(X, self.name, self.gamma, self.degree, self.coef0, float(cache_size))
 
     def dot(self, X, Y, coef, chunk_mb: float = 64.0) -> np.ndarray:
-        "K(X, Y) @ coef, computed in row blocks of at most `chunk_mb` MB so prediction on large X stays bounded in memory."
+        """K(X, Y) @ coef, computed in row blocks of at most `chunk_mb` MB so prediction on large X stays bounded in
+        memory."""
         X = check_matrix(X, "X")
         coef = np.asarray(coef, dtype=np.float64)
         rows = max(1, int(chunk_mb * 2**20 / (8 * max(1, (Y.shape[0] if Y is not None else X.shape[1])))))
@@ -182,10 +190,15 @@ def check_precomputed_kernel(K, name: str = "X", tol: float = 1e-8) -> np.ndarra
     K = check_matrix(K, name)
     n = K.shape[0]
     if K.shape[1] != n:
-        raise ValueError(f"{name} must be a square kernel matrix (n_samples, n_samples) with kernel='precomputed'; got shape {K.shape}")
+        raise ValueError(
+            f"{name} must be a square kernel matrix (n_samples, n_samples) with kernel='precomputed'; got shape "
+            f"{K.shape}"
+        )
     scale = max(1.0, float(np.abs(K).max()))
     if not np.allclose(K, K.T, rtol=0, atol=1e-10 * scale):
-        raise ValueError(f"{name} is not symmetric (max |K - K^T| = {np.abs(K - K.T).max():.3g}); a kernel matrix must be")
+        raise ValueError(
+            f"{name} is not symmetric (max |K - K^T| = {np.abs(K - K.T).max():.3g}); a kernel matrix must be"
+        )
     if n <= 2000:
         eig = eigvalsh(K)
         smallest, largest = eig[0], eig[-1]
@@ -199,7 +212,8 @@ def check_precomputed_kernel(K, name: str = "X", tol: float = 1e-8) -> np.ndarra
 
 # %% ../nbs/01_kernels.ipynb #cf664fc1
 def time_cache(kernel: "Kernel", X, requests, cache_size: float, repeats: int = 3) -> dict:
-    "Replay `requests` through a fresh cache of `cache_size` MB (in Cython, rows read in place); median time and the counters."
+    """Replay `requests` through a fresh cache of `cache_size` MB (in Cython, rows read in place); median time and the
+    counters."""
     cache = kernel.cache(X, cache_size)
     seconds = []
     for _ in range(repeats):

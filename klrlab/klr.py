@@ -79,7 +79,12 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
                  scheme="box"):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.lam, self.wss, self.tol, self.max_iter, self.cache_size = lam, wss, tol, max_iter, cache_size
-        self.warm_start, self.bound_eps, self.bound_eps_mode, self.scheme = warm_start, bound_eps, bound_eps_mode, scheme
+        self.warm_start, self.bound_eps, self.bound_eps_mode, self.scheme = (
+            warm_start,
+            bound_eps,
+            bound_eps_mode,
+            scheme,
+        )
 
     @classmethod
     def from_preset(cls, name: str, **params):
@@ -159,7 +164,8 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
 
 # %% ../nbs/20_klr.ipynb #d14df698
 class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
-    "l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient) iteration."
+    """l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient)
+    iteration."""
     _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma", "max_iter"),
                                     "tol": [Interval(Real, 0, None, closed="left")],
                                     "step": [StrOptions({"bb", "fixed"})]}
@@ -196,17 +202,27 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
 # %% ../nbs/20_klr.ipynb #bc91ba83
 def _check_many(models, X, subsets) -> list:
     "The subsets as index arrays, after checking that they and the models can share one lockstep solve."
-    subsets = [np.arange(len(X))] * len(models) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
+    subsets = (
+        [np.arange(len(X))] * len(models) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
+    )
     if len(subsets) != len(models) or not models:
         raise ValueError(f"subsets: one array of row indices per model; got {len(subsets)} for {len(models)} models")
     for rows in subsets:
-        if rows.ndim != 1 or len(np.unique(rows)) != len(rows) or rows.size and not 0 <= rows.min() <= rows.max() < len(X):
+        if (
+            rows.ndim != 1
+            or len(np.unique(rows)) != len(rows)
+            or rows.size
+            and not 0 <= rows.min() <= rows.max() < len(X)
+        ):
             raise ValueError(f"subsets: each must list distinct row indices in [0, {len(X)}); got {rows!r}")
     if len({id(model) for model in models}) < len(models):
         raise ValueError("models: each estimator may appear once (one estimator holds one fitted model)")
     shared = {k: v for k, v in models[0].get_params().items() if k != "C"}
     for model in models:
-        if not isinstance(model, HalfThresholdingKLR) or {k: v for k, v in model.get_params().items() if k != "C"} != shared:
+        if (
+            not isinstance(model, HalfThresholdingKLR)
+            or {k: v for k, v in model.get_params().items() if k != "C"} != shared
+        ):
             raise ValueError("models: HalfThresholdingKLR estimators that differ only in C "
                              "(they share one kernel matrix and one solver)")
         model._validate_params()

@@ -40,7 +40,8 @@ def reference_scores(K, y, alpha, C, loss="logistic", lam=0.0):
 # %% ../nbs/11_smo.ipynb #7a9adb66
 def reference_smo(K, y, C, loss="logistic", lam=0.0, lo=0.0, hi=None, wss="second", tol=1e-5, max_iter=100_000,
                   alpha0=None):
-    "SMO on the full kernel matrix K, for clarity: alpha, the KKT violation, iterations and the per-iteration objective."
+    """SMO on the full kernel matrix K, for clarity: alpha, the KKT violation, iterations and the per-iteration
+    objective."""
     y = np.asarray(y, dtype=float)
     hi = C if hi is None else hi
     alpha = np.array(alpha0, dtype=float)
@@ -84,7 +85,9 @@ def primal_klr(K, y, C):
         margin = -y * (Z @ z)
         sig = 1 / (1 + np.exp(-margin))
         return 0.5 * z[:-1] @ z[:-1] + C * np.logaddexp(0, margin).sum(), np.r_[z[:-1], 0.0] + Z.T @ (-C * y * sig)
-    z = minimize(value_grad, np.zeros(Z.shape[1]), jac=True, method="L-BFGS-B", options=dict(maxiter=20000, gtol=1e-12)).x
+    z = minimize(
+        value_grad, np.zeros(Z.shape[1]), jac=True, method="L-BFGS-B", options=dict(maxiter=20000, gtol=1e-12)
+    ).x
     for _ in range(20):
         margin = -y * (Z @ z)
         sig = 1 / (1 + np.exp(-margin))
@@ -94,7 +97,8 @@ def primal_klr(K, y, C):
 
 # %% ../nbs/12_ivm.ipynb #e1868577
 def one_step_values_reference(K, S, candidates, y, C, beta, b):
-    "H after one Newton step on S + {l}, for every candidate l (Schur complement on the enlarged Hessian), in plain NumPy."
+    """H after one Newton step on S + {l}, for every candidate l (Schur complement on the enlarged Hessian), in plain
+    NumPy."""
     m = len(S)
     Phi = np.c_[K[:, S], np.ones(len(y))]
     theta = np.r_[beta, b]
@@ -117,8 +121,11 @@ def one_step_values_reference(K, S, candidates, y, C, beta, b):
     f_new = f[:, None] + Phi @ d_theta + Kc * d_l                   # n x c decision values after the step
     beta_new = beta[:, None] + d_theta[:m]
     K_SS = K[np.ix_(S, S)]
-    quad = (np.einsum("mc,mk,kc->c", beta_new, K_SS, beta_new)
-            + 2 * d_l * np.einsum("mc,mc->c", beta_new, K[np.ix_(S, candidates)]) + d_l ** 2 * K[candidates, candidates])
+    quad = (
+        np.einsum("mc,mk,kc->c", beta_new, K_SS, beta_new)
+        + 2 * d_l * np.einsum("mc,mc->c", beta_new, K[np.ix_(S, candidates)])
+        + d_l**2 * K[candidates, candidates]
+    )
     loss = -C * log_expit(y[:, None] * f_new).sum(axis=0)
     return np.where(degenerate, np.inf, 0.5 * quad + loss)
 
@@ -163,7 +170,8 @@ def primal_28(K, y, C, nu):
 # %% ../nbs/21_bounds.ipynb #dc43a333
 def reference_smo_newton_cg(K, y, C: float, lam: float = 0.0, bound_eps: float = 1e-5, tol: float = 1e-5,
                             max_iter: int = 10_000) -> dict:
-    "S-KLR by SMO with the paper's sub-solver, SciPy Newton-CG on (30) extended quadratically outside [0, U]; timing only."
+    """S-KLR by SMO with the paper's sub-solver, SciPy Newton-CG on (30) extended quadratically outside [0, U]; timing
+    only."""
     y = np.asarray(y, dtype=np.float64)
     lo, hi = box("logistic", C, bound_eps)
     alpha = initial_alpha(y, lo, hi, C)
@@ -193,7 +201,8 @@ def reference_smo_newton_cg(K, y, C: float, lam: float = 0.0, bound_eps: float =
             return np.array([d1(c) + d2(c) * (t - c)])
         def hess(x):
             return np.array([[d2(min(max(x[0], 0.0), U))]])
-        def fun(x):   # phi inside [0, U], its second-order Taylor extension outside (convex: the clipped minimiser is exact)
+        # phi inside [0, U], its second-order Taylor extension outside (convex: the clipped minimiser is exact)
+        def fun(x):
             t = x[0]; c = min(max(t, 0.0), U)
             inner = dF * c + 0.5 * eta * c * c + ent(a_i + y_i * c) + ent(a_j - y_j * c) - lam * (y_i - y_j) * c
             g, h = d1(c), d2(c)

@@ -37,12 +37,21 @@ class GeometricMeanClassifier(BaseKernelClassifier):
     """Approaches the mean classifier's alpha geometrically (halving the error each iteration), from a warm
     start when given: exercises C, tol, max_iter, warm_start and the ConvergenceWarning path."""
 
-    _parameter_constraints = {**BaseKernelClassifier._parameter_constraints, "rate": [Interval(Real, 0, 1, closed="neither")]}
+    _parameter_constraints = {
+        **BaseKernelClassifier._parameter_constraints,
+        "rate": [Interval(Real, 0, 1, closed="neither")],
+    }
 
     def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, tol=1e-6, max_iter=1000,
                  cache_size=200.0, warm_start=False, rate=0.5):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
-        self.tol, self.max_iter, self.cache_size, self.warm_start, self.rate = tol, max_iter, cache_size, warm_start, rate
+        self.tol, self.max_iter, self.cache_size, self.warm_start, self.rate = (
+            tol,
+            max_iter,
+            cache_size,
+            warm_start,
+            rate,
+        )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):

@@ -48,7 +48,9 @@ def test_binary_fit_matches_the_closed_form(blobs):
     K = rbf_kernel(X, gamma=0.5)
     alpha, bias = mean_classifier_solution(np.where(y == 1, 1.0, -1.0), K)
     np.testing.assert_allclose(clf.dual_coef_[0], (alpha * np.where(y == 1, 1, -1))[clf.support_], rtol=1e-12)
-    np.testing.assert_allclose(clf.decision_function(X[:5]), K[:5] @ (alpha * np.where(y == 1, 1, -1)) + bias, rtol=1e-10)
+    np.testing.assert_allclose(
+        clf.decision_function(X[:5]), K[:5] @ (alpha * np.where(y == 1, 1, -1)) + bias, rtol=1e-10
+    )
     assert clf.dual_coef_.shape == (1, 60) and clf.intercept_.shape == (1,)
     assert np.isscalar(clf.n_iter_) and clf.converged_ and clf.certificate_.value == 0.0 and clf.certificate_.tol == 0.0
     assert list(clf.n_support_) == [30, 30] and clf.support_vectors_.shape == (60, 2)
@@ -140,15 +142,25 @@ def test_binary_only_estimators_refuse_three_classes(blobs):
     class BinaryOnly(KernelMeanClassifier):
         _binary_only = True
 
-    with pytest.raises(ValueError, match="Only binary classification is supported: BinaryOnly is a binary classifier and y has 3 classes"):
+    with pytest.raises(
+        ValueError,
+        match="Only binary classification is supported: BinaryOnly is a binary classifier and y has 3 classes",
+    ):
         BinaryOnly().fit(np.r_[X, X[:5]], np.r_[y, [2] * 5])
 
 
 def test_max_iter_warns_with_the_measure_reached(blobs):
     X, y = blobs
-    with pytest.warns(ConvergenceWarning, match=r"did not converge in 3 iterations: kkt_violation = .* \(> tol 1e-06\)"):
+    with pytest.warns(
+        ConvergenceWarning, match=r"did not converge in 3 iterations: kkt_violation = .* \(> tol 1e-06\)"
+    ):
         clf = GeometricMeanClassifier(max_iter=3).fit(X, y)
-    assert not clf.converged_ and clf.n_iter_ == 3 and not clf.certificate_.satisfied and clf.certificate_.measure == "kkt_violation"
+    assert (
+        not clf.converged_
+        and clf.n_iter_ == 3
+        and not clf.certificate_.satisfied
+        and clf.certificate_.measure == "kkt_violation"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         GeometricMeanClassifier(max_iter=1000).fit(X, y)

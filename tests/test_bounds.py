@@ -19,7 +19,9 @@ def test_proposition_1_bound(C):
     X, y = problem(10, n=60, imbalance=0.27)
     k = Kernel("rbf", gamma=0.5)
     lam_max = lambda_upper_bound(X, y, C, k)
-    model = KernelLogisticRegression(C=C, kernel="precomputed", lam=lam_max, bound_eps=1e-5, bound_eps_mode="absolute", tol=1e-8)
+    model = KernelLogisticRegression(
+        C=C, kernel="precomputed", lam=lam_max, bound_eps=1e-5, bound_eps_mode="absolute", tol=1e-8
+    )
     alpha = model.fit(k(X), y).solver_results_[0].alpha
     minority = -1.0 if (y < 0).sum() < (y > 0).sum() else 1.0
     assert (alpha[y == minority] >= C - 1e-5 - 1e-9).all()

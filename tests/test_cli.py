@@ -62,9 +62,15 @@ def test_cli_repro_help_documents_everything(capsys):
         assert word in text, word
 
 
-@pytest.mark.parametrize("argv,message", [(["repro", "nobody"], "invalid choice"), (["repro", "keerthi", "--profile", "full"], "invalid choice"),
-                                          (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
-                                          (["bench", "--datasets", "nope"], "unknown dataset")])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["repro", "nobody"], "invalid choice"),
+        (["repro", "keerthi", "--profile", "full"], "invalid choice"),
+        (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
+        (["bench", "--datasets", "nope"], "unknown dataset"),
+    ],
+)
 def test_cli_bad_input(argv, message, capsys):
     try:
         code = main(argv)

@@ -36,9 +36,23 @@ def test_relative_paths_are_relative_to_the_file(tmp_path):
 
 def test_environment_wins(tmp_path):
     path = write(tmp_path, "profile = quick\nseed = 1\n")
-    s = load_settings(path, env={"KLRLAB_PROFILE": "paper", "KLRLAB_SEED": "7", "KLRLAB_SCHEDULER": "tcp://127.0.0.1:8786",
-                                 "KLRLAB_DATA_HOME": "/tmp/x", "KLRLAB_N_JOBS": "-1"})
-    assert (s.profile, s.seed, s.scheduler, s.data_home, s.n_jobs) == ("paper", 7, "tcp://127.0.0.1:8786", Path("/tmp/x"), -1)
+    s = load_settings(
+        path,
+        env={
+            "KLRLAB_PROFILE": "paper",
+            "KLRLAB_SEED": "7",
+            "KLRLAB_SCHEDULER": "tcp://127.0.0.1:8786",
+            "KLRLAB_DATA_HOME": "/tmp/x",
+            "KLRLAB_N_JOBS": "-1",
+        },
+    )
+    assert (s.profile, s.seed, s.scheduler, s.data_home, s.n_jobs) == (
+        "paper",
+        7,
+        "tcp://127.0.0.1:8786",
+        Path("/tmp/x"),
+        -1,
+    )
 
 
 @pytest.mark.parametrize("body,env,match", [

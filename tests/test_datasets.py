@@ -39,16 +39,84 @@ def balance(y):
 # ---- the registry covers every paper ---------------------------------------------------------------------------
 
 PAPER_DATASETS = {
-    "000": ["banknote", "coil2000", "diabetes", "ionosphere", "magic", "monk2", "ringnorm", "sonar", "spambase",
-            "twonorm", "waveform", "wisconsin", "consolo-synth"],
-    "001": ["banana", "splice", "raetsch-waveform", "tree", "image", "a1a", "a2a", "a3a", "a4a", "a5a", "a6a", "a7a",
-            "a8a", "keerthi-gauss2d"],
-    "002": ["usps", "pendigits", "letter", "protein", "shuttle", "ijcnn1", "mnist", "usps-ext", "kdd99-10pc",
-            "kdd99-full", "reuters"] + [f"a{i}a" for i in range(1, 8)] + [f"w{i}a" for i in range(1, 9)],
-    "003": ["zhou-example41", "dhrb", "mrpe", "aips", "sctp", "skin", "ccfd", "covtype-binary", "susy", "hepmass", "higgs"]
-           + [f"pcb{i}" for i in range(1, 6)] + [f"a{i}a" for i in range(5, 10)] + [f"rlc{i}" for i in range(1, 11)],
-    "004": ["sonar", "heart", "ionosphere", "wbc", "monk1", "monk2", "monk3", "diabetes", "hillvalley", "german",
-            "svmguide3", "madelon", "splice-c", "svmguide-c"],
+    "000": [
+        "banknote",
+        "coil2000",
+        "diabetes",
+        "ionosphere",
+        "magic",
+        "monk2",
+        "ringnorm",
+        "sonar",
+        "spambase",
+        "twonorm",
+        "waveform",
+        "wisconsin",
+        "consolo-synth",
+    ],
+    "001": [
+        "banana",
+        "splice",
+        "raetsch-waveform",
+        "tree",
+        "image",
+        "a1a",
+        "a2a",
+        "a3a",
+        "a4a",
+        "a5a",
+        "a6a",
+        "a7a",
+        "a8a",
+        "keerthi-gauss2d",
+    ],
+    "002": [
+        "usps",
+        "pendigits",
+        "letter",
+        "protein",
+        "shuttle",
+        "ijcnn1",
+        "mnist",
+        "usps-ext",
+        "kdd99-10pc",
+        "kdd99-full",
+        "reuters",
+    ]
+    + [f"a{i}a" for i in range(1, 8)]
+    + [f"w{i}a" for i in range(1, 9)],
+    "003": [
+        "zhou-example41",
+        "dhrb",
+        "mrpe",
+        "aips",
+        "sctp",
+        "skin",
+        "ccfd",
+        "covtype-binary",
+        "susy",
+        "hepmass",
+        "higgs",
+    ]
+    + [f"pcb{i}" for i in range(1, 6)]
+    + [f"a{i}a" for i in range(5, 10)]
+    + [f"rlc{i}" for i in range(1, 11)],
+    "004": [
+        "sonar",
+        "heart",
+        "ionosphere",
+        "wbc",
+        "monk1",
+        "monk2",
+        "monk3",
+        "diabetes",
+        "hillvalley",
+        "german",
+        "svmguide3",
+        "madelon",
+        "splice-c",
+        "svmguide-c",
+    ],
 }
 
 
@@ -78,7 +146,9 @@ def test_registry_is_consistent():
 
 def test_no_data_file_is_committed():
     root = Path(__file__).resolve().parents[1]
-    tracked = subprocess.run(["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "-C", str(root), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.split()
     canonical_names = {f.file for f in CANONICAL_FILES.values()}
     assert not [t for t in tracked if Path(t).name in canonical_names]
     assert not [t for t in tracked if Path(t).suffix in (".mat", ".asc", ".bz2", ".Z", ".data", ".t")]
@@ -122,7 +192,9 @@ def test_generated_datasets_load_as_registered(name):
 def test_twonorm_bayes_error_and_means():
     X, y = ds.make_twonorm(100_000, seed=5)
     assert abs(np.mean(np.sign(X.sum(1)) != y) - norm.cdf(-2)) < 0.002
-    assert np.allclose(X[y > 0].mean(0), 2 / np.sqrt(20), atol=0.02) and np.allclose(X[y < 0].mean(0), -2 / np.sqrt(20), atol=0.02)
+    assert np.allclose(X[y > 0].mean(0), 2 / np.sqrt(20), atol=0.02) and np.allclose(
+        X[y < 0].mean(0), -2 / np.sqrt(20), atol=0.02
+    )
 
 
 def test_ringnorm_bayes_error_and_variances():
@@ -239,7 +311,9 @@ FIXTURE = b"1.0,2.0,a\n3.0,4.0,b\n5.0,6.5,a\n"
 
 
 def _spec(url, content=FIXTURE, **kw):
-    return CanonicalFile("fixture", "fixture.csv", len(content), hashlib.sha256(content).hexdigest(), "single", url, **kw)
+    return CanonicalFile(
+        "fixture", "fixture.csv", len(content), hashlib.sha256(content).hexdigest(), "single", url, **kw
+    )
 
 
 def _cache_files(cache):
@@ -340,7 +414,9 @@ def test_unparseable_file_is_a_clear_error(tmp_path):
 @needs_mirror
 def test_uncompress_z_reproduces_uci_shuttle():
     z = Path(MIRROR[0]) / "shuttle" / "shuttle.trn.Z"
-    assert hashlib.sha256(uncompress_z(z.read_bytes())).hexdigest() == CANONICAL_FILES[("shuttle", "shuttle.trn")].sha256
+    assert (
+        hashlib.sha256(uncompress_z(z.read_bytes())).hexdigest() == CANONICAL_FILES[("shuttle", "shuttle.trn")].sha256
+    )
 
 
 def test_uncompress_z_rejects_garbage():
@@ -359,11 +435,19 @@ def test_unknown_name_suggests_close_matches():
         load("zzzzzz")
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(split="train"), "split='train'"), (dict(split=1.5), "strictly between 0 and 1"), (dict(split=0.0), "strictly between"),
-    (dict(split=3), "has none"), (dict(split=True), "split=True"), (dict(scale="unit"), "scale='unit'"),
-    (dict(seed=-1), "seed=-1"), (dict(seed=1.5), "seed=1.5"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(split="train"), "split='train'"),
+        (dict(split=1.5), "strictly between 0 and 1"),
+        (dict(split=0.0), "strictly between"),
+        (dict(split=3), "has none"),
+        (dict(split=True), "split=True"),
+        (dict(scale="unit"), "scale='unit'"),
+        (dict(seed=-1), "seed=-1"),
+        (dict(seed=1.5), "seed=1.5"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(DatasetError, match=match):
         load("twonorm", **kwargs)

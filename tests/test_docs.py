@@ -5,7 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from klrlab.docs import build_docs, check_site, doc_notebooks, notebook_figures, page_name, quarto_available, stage_quarto_names
+from klrlab.docs import (
+    build_docs,
+    check_site,
+    doc_notebooks,
+    notebook_figures,
+    page_name,
+    quarto_available,
+    stage_quarto_names,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FOOTER = "klrlab: kernel classifiers trained in the dual"
@@ -129,7 +137,9 @@ def test_stage_quarto_names(tmp_path):
     assert renamed == {"01_kernels.ipynb": "kernels.ipynb"}
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == ["index.ipynb", "kernels.ipynb"]
     assert "output-file" not in (tmp_path / "kernels.ipynb").read_text()
-    assert (tmp_path / "sidebar.yml").read_text() == "contents:\n  - index.ipynb\n  - kernels.ipynb\n  - 101_kernels.ipynb\n"
+    assert (
+        tmp_path / "sidebar.yml"
+    ).read_text() == "contents:\n  - index.ipynb\n  - kernels.ipynb\n  - 101_kernels.ipynb\n"
 
 
 def test_bad_renderer():

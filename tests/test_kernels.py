@@ -12,11 +12,13 @@ from klrlab.kernels import (Kernel, check_matrix, check_precomputed_kernel, gamm
 
 RNG = np.random.default_rng(42)
 A, B = RNG.normal(size=(50, 6)), RNG.normal(size=(35, 6))
-CASES = [("linear", {}, pairwise.linear_kernel, {}),
-         ("poly", dict(gamma=0.25, degree=3, coef0=1.0), pairwise.polynomial_kernel, dict(gamma=0.25, degree=3, coef0=1.0)),
-         ("poly", dict(gamma=0.1, degree=2, coef0=0.0), pairwise.polynomial_kernel, dict(gamma=0.1, degree=2, coef0=0.0)),
-         ("rbf", dict(gamma=0.6), pairwise.rbf_kernel, dict(gamma=0.6)),
-         ("laplacian", dict(gamma=0.3), pairwise.laplacian_kernel, dict(gamma=0.3))]
+CASES = [
+    ("linear", {}, pairwise.linear_kernel, {}),
+    ("poly", dict(gamma=0.25, degree=3, coef0=1.0), pairwise.polynomial_kernel, dict(gamma=0.25, degree=3, coef0=1.0)),
+    ("poly", dict(gamma=0.1, degree=2, coef0=0.0), pairwise.polynomial_kernel, dict(gamma=0.1, degree=2, coef0=0.0)),
+    ("rbf", dict(gamma=0.6), pairwise.rbf_kernel, dict(gamma=0.6)),
+    ("laplacian", dict(gamma=0.3), pairwise.laplacian_kernel, dict(gamma=0.3)),
+]
 
 
 @pytest.mark.parametrize("name,params,reference,ref_params", CASES)

@@ -28,8 +28,15 @@ def gauss():
     return X, y, Xt, yt
 
 
-@parametrize_with_checks([KernelLogisticRegression(), KernelLogisticRegression(kernel="linear", wss="first"),
-                          KernelLogisticRegression(kernel="laplacian"), ImportVectorMachine(), HalfThresholdingKLR(max_iter=500)])
+@parametrize_with_checks(
+    [
+        KernelLogisticRegression(),
+        KernelLogisticRegression(kernel="linear", wss="first"),
+        KernelLogisticRegression(kernel="laplacian"),
+        ImportVectorMachine(),
+        HalfThresholdingKLR(max_iter=500),
+    ]
+)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -110,23 +117,37 @@ def test_convergence_warning_names_the_measure(gauss):
     assert not clf.converged_
 
 
-@pytest.mark.parametrize("params,X_transform,y_transform,error,match", [
-    (dict(C=0.0), None, None, ValueError, "'C' parameter"),
-    (dict(C=-1.0), None, None, ValueError, "'C' parameter"),
-    (dict(wss="best"), None, None, ValueError, "'wss' parameter"),
-    (dict(lam=-0.1), None, None, ValueError, "'lam' parameter"),
-    (dict(lam="C/9"), None, None, ValueError, "'lam' parameter"),
-    (dict(bound_eps=0.6), None, None, ValueError, "bound_eps=0.6"),
-    (dict(bound_eps=0.6, bound_eps_mode="absolute"), None, None, ValueError, "bound_eps=0.6 with bound_eps_mode='absolute'"),
-    (dict(bound_eps_mode="percent"), None, None, ValueError, "'bound_eps_mode' parameter"),
-    (dict(C=1e-4, lam=1e-5, bound_eps=1e-5, bound_eps_mode="absolute"), None, lambda y: np.where(np.arange(len(y)) < 5, -1.0, 1.0),
-     ValueError, "infeasible"),
-    (dict(), lambda X: np.where(X > 2, np.nan, X), None, ValueError, "NaN"),
-    (dict(), lambda X: np.where(X > 2, np.inf, X), None, ValueError, "infinity"),
-    (dict(), None, lambda y: np.ones_like(y), ValueError, "at least 2 classes"),
-    (dict(kernel="precomputed"), lambda X: -rbf_kernel(X), None, ValueError, "not positive semidefinite"),
-    (dict(kernel="precomputed"), lambda X: X, None, ValueError, "square"),
-])
+@pytest.mark.parametrize(
+    "params,X_transform,y_transform,error,match",
+    [
+        (dict(C=0.0), None, None, ValueError, "'C' parameter"),
+        (dict(C=-1.0), None, None, ValueError, "'C' parameter"),
+        (dict(wss="best"), None, None, ValueError, "'wss' parameter"),
+        (dict(lam=-0.1), None, None, ValueError, "'lam' parameter"),
+        (dict(lam="C/9"), None, None, ValueError, "'lam' parameter"),
+        (dict(bound_eps=0.6), None, None, ValueError, "bound_eps=0.6"),
+        (
+            dict(bound_eps=0.6, bound_eps_mode="absolute"),
+            None,
+            None,
+            ValueError,
+            "bound_eps=0.6 with bound_eps_mode='absolute'",
+        ),
+        (dict(bound_eps_mode="percent"), None, None, ValueError, "'bound_eps_mode' parameter"),
+        (
+            dict(C=1e-4, lam=1e-5, bound_eps=1e-5, bound_eps_mode="absolute"),
+            None,
+            lambda y: np.where(np.arange(len(y)) < 5, -1.0, 1.0),
+            ValueError,
+            "infeasible",
+        ),
+        (dict(), lambda X: np.where(X > 2, np.nan, X), None, ValueError, "NaN"),
+        (dict(), lambda X: np.where(X > 2, np.inf, X), None, ValueError, "infinity"),
+        (dict(), None, lambda y: np.ones_like(y), ValueError, "at least 2 classes"),
+        (dict(kernel="precomputed"), lambda X: -rbf_kernel(X), None, ValueError, "not positive semidefinite"),
+        (dict(kernel="precomputed"), lambda X: X, None, ValueError, "square"),
+    ],
+)
 def test_bad_input(gauss, params, X_transform, y_transform, error, match):
     X, y, _, _ = gauss
     X = X_transform(X) if X_transform else X
@@ -167,7 +188,8 @@ def test_warm_start_keeps_the_kernel_cache(gauss):
     first_evals = kept.n_kernel_evals_
     kept.set_params(C=2.0, lam=0.3).fit(X, y)
     assert first_evals >= len(y) ** 2 and kept.n_kernel_evals_ == 0      # every row came from the kept cache
-    np.testing.assert_array_equal(kept.dual_coef_, cold.dual_coef_)      # and alpha restarted cold: the same fit, bit for bit
+    # and alpha restarted cold: the same fit, bit for bit
+    np.testing.assert_array_equal(kept.dual_coef_, cold.dual_coef_)
     assert kept.n_iter_ == cold.n_iter_
 
 
@@ -184,7 +206,9 @@ def test_kept_cache_is_dropped_when_the_data_change(gauss):
     model.fit(X_inplace, y)
     X_inplace[1, 1] -= 0.5
     model.fit(X_inplace, y)
-    np.testing.assert_array_equal(model.decision_function(X), KernelLogisticRegression(C=1.0, gamma=0.5).fit(X_inplace, y).decision_function(X))
+    np.testing.assert_array_equal(
+        model.decision_function(X), KernelLogisticRegression(C=1.0, gamma=0.5).fit(X_inplace, y).decision_function(X)
+    )
 
 
 def test_pickle_leaves_the_kernel_cache_out(gauss):
@@ -219,7 +243,9 @@ def test_warm_started_estimator_steps_as_the_solver_path(gauss):
     Cs, lams = [0.3, 3.0, 30.0], [0.0, 0.3, 3.0]
     model = KernelLogisticRegression(gamma=0.5, tol=1e-8, warm_start=True)
     alphas = [model.set_params(C=C, lam=lam).fit(X, y).solver_results_[0].alpha.copy() for C, lam in zip(Cs, lams)]
-    path = solve_path(Kernel("rbf", gamma=0.5).cache(X), np.where(y == model.classes_[1], 1.0, -1.0), Cs, lams, tol=1e-8)
+    path = solve_path(
+        Kernel("rbf", gamma=0.5).cache(X), np.where(y == model.classes_[1], 1.0, -1.0), Cs, lams, tol=1e-8
+    )
     assert all(np.array_equal(a, r.alpha) for a, r in zip(alphas, path))
 
 
@@ -232,8 +258,10 @@ def test_every_estimator_has_the_same_fitted_attributes(gauss):
         assert model.certificate_ is model.solver_results_[0].certificate
         assert model.converged_ == model.certificate_.satisfied and model.n_iter_ == model.solver_results_[0].n_iter
         assert model.n_kernel_evals_ > 0 and model.support_fraction_ == len(model.support_) / len(y)
-        assert not any(name.endswith("_") and name[:-1] in ("kkt_violation", "relative_decrease", "relative_improvement")
-                       for name in vars(model))                             # views, not attributes set at run time
+        assert not any(
+            name.endswith("_") and name[:-1] in ("kkt_violation", "relative_decrease", "relative_improvement")
+            for name in vars(model)
+        )  # views, not attributes set at run time
 
 
 def problem(seed, n=120, imbalance=0.5):
@@ -270,7 +298,8 @@ def test_relative_and_absolute_bounds():
     rel = KernelLogisticRegression(C=100.0, lam=10.0, gamma=0.5).fit(X, y)
     ab = KernelLogisticRegression(C=100.0, lam=10.0, gamma=0.5, bound_eps=1e-5, bound_eps_mode="absolute").fit(X, y)
     assert rel.solver_results_[0].info["lo"] == pytest.approx(1e-3) and ab.solver_results_[0].info["lo"] == 1e-5
-    assert KernelLogisticRegression(C=4.0, gamma=0.5).fit(X, y).solver_results_[0].info["lo"] < 1e-11   # lam = 0: negligible
+    # lam = 0: negligible
+    assert KernelLogisticRegression(C=4.0, gamma=0.5).fit(X, y).solver_results_[0].info["lo"] < 1e-11
 
 
 def test_presets():
@@ -311,10 +340,12 @@ def test_ivm_imports_a_duplicated_point_once(data):
 @pytest.mark.parametrize("C", [0.5, 5.0])
 def test_ivm_with_every_point_is_klr(data, C, blas_threads):
     X, y, Xt, _ = data
-    with threadpool_limits(blas_threads):          # rounding differs with the threads; with an explicit inverse, one thread stopped at 77 points
+    # rounding differs with the threads; with an explicit inverse, one thread stopped at 77 points
+    with threadpool_limits(blas_threads):
         ivm = ImportVectorMachine(C=C, gamma=0.5, tol=0.0).fit(X, y)
     klr = KernelLogisticRegression(C=C, gamma=0.5, tol=1e-10).fit(X, y)
-    # tol = 0: import until no point lowers H or adds to the span (this K has eigenvalues near 1e-10: 97 and 89 points, whatever the BLAS threads)
+    # tol = 0: import until no point lowers H or adds to the span (this K has eigenvalues near 1e-10: 97 and 89 points,
+    # whatever the BLAS threads)
     assert ivm.converged_ and ivm.n_import_ >= 0.7 * len(y)
     np.testing.assert_allclose(ivm.decision_function(Xt), klr.decision_function(Xt), atol=1e-6)
     assert np.all(np.diff(ivm.objective_path_) <= 1e-9 * np.abs(ivm.objective_path_[1:]))
@@ -383,7 +414,8 @@ def test_ivm_rejects_bad_candidate_parameters(data, bad):
 
 
 def prox_gradient_norm_from_scratch(X, y, C, model):
-    "L ||theta - prox_{1/L}(theta - grad/L)||_inf for the fitted (beta, b), with L and the gradient rebuilt from the data."
+    """L ||theta - prox_{1/L}(theta - grad/L)||_inf for the fitted (beta, b), with L and the gradient rebuilt from the
+    data."""
     K = Kernel("rbf", gamma=0.5)(X)
     yy = np.where(y == model.classes_[1], 1.0, -1.0)
     beta = np.zeros(len(y)); beta[model.support_] = model.dual_coef_[0]
@@ -409,7 +441,8 @@ def test_half_thresholding_sparsa_step_goes_lower_and_certifies_it(data, C):
 @pytest.mark.parametrize("C", [10.0, 1000.0])
 def test_half_thresholding_converged_means_little_left_to_gain(C):
     # The stop rule averages the best objective's decrease over 50 SpaRSA steps: a single step that happens to land near
-    # the non-monotone reference no longer ends the run (it did at C = 1000 on wisconsin, at an objective 2.4x too high).
+    # the non-monotone reference no longer ends the run (it did at C = 1000 on wisconsin, at an objective 2.4x too
+    # high).
     from sklearn.datasets import load_breast_cancer
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.min(0)) / (X.max(0) - X.min(0))
@@ -424,15 +457,21 @@ def test_half_thresholding_converged_means_little_left_to_gain(C):
 
 
 def test_half_thresholding_grid_in_lockstep_equals_fits_one_by_one(data):
-    # Problems on a 95 % part and on all points, at three C: each must follow its own fit (the safe step is not chaotic).
+    # Problems on a 95 % part and on all points, at three C: each must follow its own fit (the safe step is not
+    # chaotic).
     X, y, X_test, _ = data
     part = np.sort(np.random.default_rng(0).permutation(len(y))[:95])
     subsets = [part, np.arange(len(y))] * 3
-    models = [HalfThresholdingKLR(C=C, gamma=0.5, step="fixed", max_iter=800) for C in (0.3, 3.0, 30.0) for _ in range(2)]
+    models = [
+        HalfThresholdingKLR(C=C, gamma=0.5, step="fixed", max_iter=800) for C in (0.3, 3.0, 30.0) for _ in range(2)
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         assert fit_half_thresholding_many(models, X, y, subsets) == models
-        alone = [HalfThresholdingKLR(C=m.C, gamma=0.5, step="fixed", max_iter=800).fit(X[rows], y[rows]) for m, rows in zip(models, subsets)]
+        alone = [
+            HalfThresholdingKLR(C=m.C, gamma=0.5, step="fixed", max_iter=800).fit(X[rows], y[rows])
+            for m, rows in zip(models, subsets)
+        ]
     assert len({m.n_iter_ for m in models}) > 1                              # some stop early, others run on
     for m, a in zip(models, alone):
         assert m.n_iter_ == a.n_iter_ and m.converged_ == a.converged_ and np.array_equal(m.support_, a.support_)
@@ -441,21 +480,29 @@ def test_half_thresholding_grid_in_lockstep_equals_fits_one_by_one(data):
         assert np.isclose(m.prox_gradient_norm_, a.prox_gradient_norm_, rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("models, subsets, message", [
-    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], [np.arange(10)], "one array of row indices per model"),
-    ([HalfThresholdingKLR(gamma=0.5)] * 2, None, "each estimator may appear once"),
-    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 1, 1])], "distinct row indices"),
-    ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 100])], "distinct row indices"),
-    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5, step="fixed")], None, "differ only in C"),
-    ([HalfThresholdingKLR(gamma=0.5), ImportVectorMachine(gamma=0.5)], None, "differ only in C"),
-    ([HalfThresholdingKLR(), HalfThresholdingKLR()], [np.arange(50), np.arange(100)], "gamma as a number"),
-    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "one class", "at least 2 classes"),
-    ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "other classes", "same two classes"),
-    ([HalfThresholdingKLR(gamma=0.5, C=-1.0)], None, "C"),
-])
+@pytest.mark.parametrize(
+    "models, subsets, message",
+    [
+        (
+            [HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)],
+            [np.arange(10)],
+            "one array of row indices per model",
+        ),
+        ([HalfThresholdingKLR(gamma=0.5)] * 2, None, "each estimator may appear once"),
+        ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 1, 1])], "distinct row indices"),
+        ([HalfThresholdingKLR(gamma=0.5)], [np.array([0, 100])], "distinct row indices"),
+        ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5, step="fixed")], None, "differ only in C"),
+        ([HalfThresholdingKLR(gamma=0.5), ImportVectorMachine(gamma=0.5)], None, "differ only in C"),
+        ([HalfThresholdingKLR(), HalfThresholdingKLR()], [np.arange(50), np.arange(100)], "gamma as a number"),
+        ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "one class", "at least 2 classes"),
+        ([HalfThresholdingKLR(gamma=0.5), HalfThresholdingKLR(gamma=0.5)], "other classes", "same two classes"),
+        ([HalfThresholdingKLR(gamma=0.5, C=-1.0)], None, "C"),
+    ],
+)
 def test_half_thresholding_grid_bad_input(data, models, subsets, message):
     X, y, _, _ = data
     if subsets == "one class": subsets = [np.flatnonzero(y == 1)[:5], np.arange(len(y))]
-    if subsets == "other classes": y = np.r_[y[:50], y[50:] + 1]; subsets = [np.arange(50), np.arange(50, 100)]   # {0, 1} and {1, 2}
+    # {0, 1} and {1, 2}
+    if subsets == "other classes": y = np.r_[y[:50], y[50:] + 1]; subsets = [np.arange(50), np.arange(50, 100)]
     with pytest.raises(ValueError, match=message):
         fit_half_thresholding_many(models, X, y, subsets)

@@ -1,1 +1,2 @@
-"""Reproducing the papers: the harness (protocols, cells, the resumable runner), the benchmark, and one protocol per paper."""
+"""Reproducing the papers: the harness (protocols, cells, the resumable runner), the benchmark, and one protocol
+per paper."""

@@ -35,8 +35,18 @@ def _libsvm_fitter(X, y, C, gamma, tol) -> Callable:
     return lambda: svm_train(problem, svm_parameter(f"-s 0 -t 2 -c {C} -g {gamma} -e {tol} -m 200 -q"))
 
 # %% ../../nbs/81_bench.ipynb #670e4ea7
-def bench_dataset(name: str, X, y, X_test, y_test, C: float = 1.0, kernel: str = "rbf", gamma="scale", tol: float = 1e-3,
-                  repeats: int = 3) -> list:
+def bench_dataset(
+    name: str,
+    X,
+    y,
+    X_test,
+    y_test,
+    C: float = 1.0,
+    kernel: str = "rbf",
+    gamma="scale",
+    tol: float = 1e-3,
+    repeats: int = 3,
+) -> list:
     "Time KLR and its anchors on one dataset; one record per method (seconds are medians, ratios are method / KLR)."
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.linear_model import LogisticRegression
@@ -45,33 +55,75 @@ def bench_dataset(name: str, X, y, X_test, y_test, C: float = 1.0, kernel: str =
     from klrlab import KernelLogisticRegression
     gamma_value = 1.0 / (X.shape[1] * X.var()) if gamma == "scale" else float(gamma)
     svc = lambda: SVC(C=C, kernel=kernel, gamma=gamma_value, tol=tol, cache_size=200)
-    methods = {"klrlab KLR": lambda: KernelLogisticRegression(C=C, kernel=kernel, gamma=gamma_value, tol=tol).fit(X, y),
-               "sklearn SVC": lambda: svc().fit(X, y),
-               "sklearn SVC + CalibratedClassifierCV": lambda: CalibratedClassifierCV(svc(), ensemble=False, cv=5).fit(X, y)}
+    methods = {
+        "klrlab KLR": lambda: KernelLogisticRegression(C=C, kernel=kernel, gamma=gamma_value, tol=tol).fit(X, y),
+        "sklearn SVC": lambda: svc().fit(X, y),
+        "sklearn SVC + CalibratedClassifierCV": lambda: CalibratedClassifierCV(svc(), ensemble=False, cv=5).fit(X, y),
+    }
     if kernel == "rbf" and importlib.util.find_spec("libsvm") is not None:
         methods["libsvm-official svm_train"] = _libsvm_fitter(X, y, C, gamma_value, tol)
     if kernel == "linear":
-        methods["LIBLINEAR logistic (liblinear)"] = lambda: LogisticRegression(C=C, solver="liblinear", tol=tol).fit(X, y)
+        methods["LIBLINEAR logistic (liblinear)"] = lambda: LogisticRegression(C=C, solver="liblinear", tol=tol).fit(
+            X, y
+        )
     records, base = [], None
     for method, fit in methods.items():
         seconds, model = median_seconds(fit, repeats)
         base = base or seconds
-        record = dict(dataset=name, method=method, n_train=len(y), n_test=len(y_test), n_features=X.shape[1], C=C, kernel=kernel,
-                      gamma=gamma_value, tol=tol, repeats=repeats, median_seconds=seconds, ratio_to_klr=seconds / base)
+        record = dict(
+            dataset=name,
+            method=method,
+            n_train=len(y),
+            n_test=len(y_test),
+            n_features=X.shape[1],
+            C=C,
+            kernel=kernel,
+            gamma=gamma_value,
+            tol=tol,
+            repeats=repeats,
+            median_seconds=seconds,
+            ratio_to_klr=seconds / base,
+        )
         if hasattr(model, "predict_proba"):           # KLR, Platt-calibrated SVC, LIBLINEAR; not the bare SVMs
             p = model.predict_proba(X_test)[:, list(model.classes_).index(1)]
-            record.update(test_logloss=log_loss(y_test, p, labels=[-1, 1]), test_brier=brier_score_loss(y_test, p, pos_label=1),
-                          test_error=float(np.mean(model.predict(X_test) != y_test)))
+            record.update(
+                test_logloss=log_loss(y_test, p, labels=[-1, 1]),
+                test_brier=brier_score_loss(y_test, p, pos_label=1),
+                test_error=float(np.mean(model.predict(X_test) != y_test)),
+            )
         records.append(record)
     return records
 
 # %% ../../nbs/81_bench.ipynb #b12c889c
-BENCH_DATASETS = {"keerthi-gauss2d": None, "wisconsin": 0.3, "twonorm": 0.3, "banana": 1, "raetsch-waveform": 1, "splice": None,
-                  "image": 1, "banknote": 0.3, "diabetes": 0.3, "ionosphere": 0.3, "sonar": 0.3, "spambase": 0.3, "waveform": 0.3}
+BENCH_DATASETS = {
+    "keerthi-gauss2d": None,
+    "wisconsin": 0.3,
+    "twonorm": 0.3,
+    "banana": 1,
+    "raetsch-waveform": 1,
+    "splice": None,
+    "image": 1,
+    "banknote": 0.3,
+    "diabetes": 0.3,
+    "ionosphere": 0.3,
+    "sonar": 0.3,
+    "spambase": 0.3,
+    "waveform": 0.3,
+}
 
-def bench(datasets=None, C: float = 1.0, kernel: str = "rbf", gamma="scale", tol: float = 1e-3, repeats: int = 3, out=None,
-          offline: bool = False, seed: int = 0) -> pd.DataFrame:
-    "Benchmark KLR against its anchors on `datasets` (default: Keerthi's and Consolo's sets that can be had); JSON to `out`."
+def bench(
+    datasets=None,
+    C: float = 1.0,
+    kernel: str = "rbf",
+    gamma="scale",
+    tol: float = 1e-3,
+    repeats: int = 3,
+    out=None,
+    offline: bool = False,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Benchmark KLR against its anchors on `datasets` (default: Keerthi's and Consolo's sets that can be had); JSON to
+    `out`."""
     from klrlab.datasets import REGISTRY, load
     names = list(BENCH_DATASETS) if datasets is None else list(datasets)
     for n in names: _accepted("dataset", n, list(REGISTRY))
@@ -82,15 +134,27 @@ def bench(datasets=None, C: float = 1.0, kernel: str = "rbf", gamma="scale", tol
     for name in names:
         split = BENCH_DATASETS.get(name, 0.3)
         try:
-            data = load(name, split=split if split != 1 or REGISTRY[name].realisations else None, seed=seed,
-                        scale=None if REGISTRY[name].kind == "generated" or split == 1 else "minmax01", allow_download=not offline)
+            data = load(
+                name,
+                split=split if split != 1 or REGISTRY[name].realisations else None,
+                seed=seed,
+                scale=None if REGISTRY[name].kind == "generated" or split == 1 else "minmax01",
+                allow_download=not offline,
+            )
         except DatasetUnavailable as e:
             skipped.append(dict(dataset=name, reason=str(e).splitlines()[0])); continue
         records += bench_dataset(name, data.X, data.y, data.X_test, data.y_test, C, kernel, gamma, tol, repeats)
     frame = pd.DataFrame(records)
     if folder is not None:
-        payload = dict(environment=environment(), parameters=dict(C=C, kernel=kernel, gamma=gamma, tol=tol, repeats=repeats, seed=seed),
-                       records=records, skipped=skipped)
-        _atomic_write_text(folder / f"bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json", json.dumps(payload, indent=1, default=float))
+        payload = dict(
+            environment=environment(),
+            parameters=dict(C=C, kernel=kernel, gamma=gamma, tol=tol, repeats=repeats, seed=seed),
+            records=records,
+            skipped=skipped,
+        )
+        _atomic_write_text(
+            folder / f"bench-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json",
+            json.dumps(payload, indent=1, default=float),
+        )
     frame.attrs["skipped"] = skipped
     return frame

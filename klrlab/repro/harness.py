@@ -39,7 +39,8 @@ PUBLISHED_DIR = PACKAGE_DIR / "published"
 NON_KEY_COLUMNS = ("value", "std", "note", "label")
 
 class ReproError(ValueError):
-    "A reproduction cannot run as asked: unknown paper, table or profile, an unwritable output folder, an unreachable scheduler."
+    """A reproduction cannot run as asked: unknown paper, table or profile, an unwritable output folder, an unreachable
+    scheduler."""
 
 def _accepted(kind: str, value, accepted) -> None:
     if value not in accepted:
@@ -66,7 +67,8 @@ def key_columns(frame: pd.DataFrame) -> list:
 
 # %% ../../nbs/80_harness.ipynb #7b506be7
 class SkipPoint(Exception):
-    "Raised by `run_point` for a grid point that cannot be computed (e.g. an infeasible problem); recorded with its reason, not retried. `state` goes on to the chain's next point (by default none: a cold start)."
+    """Raised by `run_point` for a grid point that cannot be computed (e.g. an infeasible problem); recorded with its
+    reason, not retried. `state` goes on to the chain's next point (by default none: a cold start)."""
     def __init__(self, reason: str, state=None):
         super().__init__(reason)
         self.state = state
@@ -89,7 +91,8 @@ class Experiment:
     configs: Sequence[str]          # the estimator configurations compared
     grid: object                    # points (dicts) in warm-start order, or {profile: points}
     run_point: Callable             # (data, cell, state) -> (metrics: dict, state)
-    summarize: Callable             # (cells, profile) -> tidy table with the published keys and 'value', or {table name: table}
+    # (cells, profile) -> tidy table with the published keys and 'value', or {table name: table}
+    summarize: Callable
     folds: object = ("all",)        # fold labels, or {profile: labels}
     load: Callable = load_dataset   # (name, seed, offline) -> data
     figure: Callable | None = None  # (cells, table) -> matplotlib Figure
@@ -108,8 +111,11 @@ class Protocol:
         return next(e for e in self.experiments if e.name == name)
 
 # %% ../../nbs/80_harness.ipynb #42db700a
-def select_best(scores: pd.DataFrame, by: str, higher_is_better: bool = True, tie_break: str | None = None) -> pd.Series:
-    "The row with the best `by`; ties go to the smallest `tie_break` (if given), then to the earliest row (the grid's order)."
+def select_best(
+    scores: pd.DataFrame, by: str, higher_is_better: bool = True, tie_break: str | None = None
+) -> pd.Series:
+    """The row with the best `by`; ties go to the smallest `tie_break` (if given), then to the earliest row (the grid's
+    order)."""
     values = scores[by].to_numpy() if higher_is_better else -scores[by].to_numpy()
     tied = np.flatnonzero(values == values.max())
     if tie_break is not None:
@@ -118,7 +124,8 @@ def select_best(scores: pd.DataFrame, by: str, higher_is_better: bool = True, ti
     return scores.iloc[int(tied[0])]
 
 def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3, ties: str = "all") -> pd.Series:
-    "Among the k best rows by `by` (higher is better; ties='all': every row tied with the k-th too), the one with the least `sparsity`; then the earliest."
+    """Among the k best rows by `by` (higher is better; ties='all': every row tied with the k-th too), the one with the
+    least `sparsity`; then the earliest."""
     if ties not in ("all", "first"): raise ValueError(f"ties={ties!r}; accepted values: 'all', 'first'")
     values = scores[by].to_numpy()
     if ties == "all":
@@ -139,7 +146,9 @@ class Cell:
     seed: int
 
     def key(self, fingerprint: str) -> str:
-        text = json.dumps([self.paper, self.experiment, self.dataset, self.fold, self.config, self.params, self.seed, fingerprint])
+        text = json.dumps(
+            [self.paper, self.experiment, self.dataset, self.fold, self.config, self.params, self.seed, fingerprint]
+        )
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     @property
@@ -192,7 +201,9 @@ def load_record(store: Path, cell: Cell, fingerprint: str) -> dict | None:
 def _cached_load(load: Callable, name: str, seed: int, offline: bool):
     return load(name, seed=seed, offline=offline)
 
-def run_chain(experiment: Experiment, cells: Sequence[Cell], store: str | None, fingerprint: str, offline: bool = False) -> list:
+def run_chain(
+    experiment: Experiment, cells: Sequence[Cell], store: str | None, fingerprint: str, offline: bool = False
+) -> list:
     "Compute the cells of one chain in order (warm-starting each from the last), saving each as it finishes."
     writable = store is not None and os.access(store, os.W_OK)
     records, state = [], None
@@ -220,13 +231,17 @@ def _dask_client(scheduler, timeout: float = 5):
     try:
         from distributed import Client
     except ImportError as e:
-        raise ReproError("scheduler: a Dask scheduler needs the 'distributed' package (pip install 'dask[distributed]')") from e
+        raise ReproError(
+            "scheduler: a Dask scheduler needs the 'distributed' package (pip install 'dask[distributed]')"
+        ) from e
     if isinstance(scheduler, Client): return scheduler, False
     try:
         return Client(scheduler, timeout=timeout), True
     except (OSError, TimeoutError, ValueError) as e:
-        raise ReproError(f"scheduler {scheduler!r} is unreachable or not a Dask scheduler address ({type(e).__name__}: {e}); "
-                         "give tcp://host:port of a running dask scheduler, or 'local'") from e
+        raise ReproError(
+            f"scheduler {scheduler!r} is unreachable or not a Dask scheduler address ({type(e).__name__}: {e}); "
+            "give tcp://host:port of a running dask scheduler, or 'local'"
+        ) from e
 
 def execute(tasks: Sequence[tuple], n_jobs: int = 1, scheduler="local"):
     "Run `run_chain(*task)` for every task; yield each result as it finishes (order not kept)."
@@ -270,7 +285,9 @@ def check_out_dir(out) -> Path:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"): pass
     except OSError as e:
-        raise ReproError(f"output folder {str(out)!r} is not writable ({e.strerror or e}); choose another with out= / --out") from e
+        raise ReproError(
+            f"output folder {str(out)!r} is not writable ({e.strerror or e}); choose another with out= / --out"
+        ) from e
     return out
 
 # %% ../../nbs/80_harness.ipynb #b567ee3c
@@ -287,7 +304,9 @@ def expand(protocol: Protocol, profile: str, seed: int, experiments=None, datase
         for name in names:
             for fold in per_profile(exp.folds, profile):
                 for config in [c for c in exp.configs if not configs or c in configs]:
-                    chains.append((exp, [Cell(protocol.paper, exp.name, name, str(fold), config, p, seed) for p in points]))
+                    chains.append(
+                        (exp, [Cell(protocol.paper, exp.name, name, str(fold), config, p, seed) for p in points])
+                    )
     return chains
 
 def _availability(chains, offline: bool) -> dict:
@@ -316,10 +335,13 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     ours = ours.rename(columns={"value": "ours"})
     if paper is None or not len(paper): return ours
     keys = key_columns(paper)
-    if ours.empty: ours = pd.DataFrame(columns=[*keys, "ours"])   # nothing of ours (e.g. a --configs subset): the paper's rows alone
+    # nothing of ours (e.g. a --configs subset): the paper's rows alone
+    if ours.empty: ours = pd.DataFrame(columns=[*keys, "ours"])
     missing = [k for k in keys if k not in ours]
     if missing: raise ValueError(f"our table lacks the published keys {missing}")
-    paper = paper[keys + ["value"] + (["note"] if "note" in paper else [])].rename(columns={"value": "paper", "note": "paper_note"})
+    paper = paper[keys + ["value"] + (["note"] if "note" in paper else [])].rename(
+        columns={"value": "paper", "note": "paper_note"}
+    )
     table = paper.merge(ours, on=keys, how="outer")
     table["diff"] = pd.to_numeric(table["ours"], errors="coerce") - table["paper"]
     return table
@@ -334,7 +356,8 @@ def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: 
     profile = profile or settings.profile
     _accepted("profile", profile, PROFILES)
     n_jobs = settings.n_jobs if n_jobs is None else n_jobs
-    if not isinstance(n_jobs, int) or n_jobs == 0: raise ReproError(f"n_jobs = {n_jobs!r}; accepted: a positive number of workers, or -1 for all cores")
+    if not isinstance(n_jobs, int) or n_jobs == 0:
+        raise ReproError(f"n_jobs = {n_jobs!r}; accepted: a positive number of workers, or -1 for all cores")
     scheduler = settings.scheduler if scheduler is None else scheduler
     seed = settings.seed if seed is None else seed
     folder = check_out_dir(Path(out if out is not None else settings.out_dir)) / protocol.paper
@@ -344,12 +367,17 @@ def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: 
     problems = _availability(chains, offline)
     runnable = [(exp, cells) for exp, cells in chains if problems[(exp.name, cells[0].dataset)] is None]
     stored = {c: r for _, cells in runnable for c in cells if (r := load_record(store, c, fingerprint)) is not None}
-    pending = [(exp, cells, str(store), fingerprint, offline) for exp, cells in runnable if any(c not in stored for c in cells)]
+    pending = [
+        (exp, cells, str(store), fingerprint, offline) for exp, cells in runnable if any(c not in stored for c in cells)
+    ]
     result = RunResult(protocol.paper, profile, folder, reused=len(stored))
     records = dict(stored)
-    client, owned = _dask_client(scheduler) if scheduler not in (None, "local") else ("local", False)   # fail early if unreachable
+    # fail early if unreachable
+    client, owned = _dask_client(scheduler) if scheduler not in (None, "local") else ("local", False)
     try:
-        with _progress(sum(len([c for c in t[1] if c not in stored]) for t in pending), protocol.paper, progress) as bar:
+        with _progress(
+            sum(len([c for c in t[1] if c not in stored]) for t in pending), protocol.paper, progress
+        ) as bar:
             for chain_records in execute(pending, n_jobs, client):
                 for r in chain_records:
                     cell = Cell(**r["cell"])
@@ -357,8 +385,10 @@ def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: 
                         save_record(store, r, fingerprint); records[cell] = r; result.computed += 1; bar.update(1)
     finally:
         if owned: client.close()
-    result.skipped = pd.DataFrame([dict(experiment=e, dataset=d, reason=why) for (e, d), why in problems.items() if why],
-                                  columns=["experiment", "dataset", "reason"])
+    result.skipped = pd.DataFrame(
+        [dict(experiment=e, dataset=d, reason=why) for (e, d), why in problems.items() if why],
+        columns=["experiment", "dataset", "reason"],
+    )
     _write_outputs(protocol, result, runnable, records, profile)
     result.seconds = time.perf_counter() - started
     _write_run_info(result, seed, fingerprint, n_jobs, scheduler)
@@ -388,16 +418,30 @@ def _write_outputs(protocol, result, runnable, records, profile) -> None:
     _atomic_write_text(folder / "skipped.csv", result.skipped.to_csv(index=False))
 
 def _tables_of(paper: str, exp: Experiment, ours) -> dict:
-    "One experiment's tables, each beside its published counterpart: {exp.name: table}, or several when summarize returns a dict."
+    """One experiment's tables, each beside its published counterpart: {exp.name: table}, or several when summarize
+    returns a dict."""
     if isinstance(ours, Mapping):
         sources = exp.published or {}
-        return {name: compare(frame, published(paper, sources[name]) if sources.get(name) else None) for name, frame in ours.items()}
+        return {
+            name: compare(frame, published(paper, sources[name]) if sources.get(name) else None)
+            for name, frame in ours.items()
+        }
     return {exp.name: compare(ours, published(paper, exp.published) if exp.published else None)}
 
 def _write_run_info(result, seed, fingerprint, n_jobs, scheduler) -> None:
-    info = dict(paper=result.paper, profile=result.profile, seed=seed, code_fingerprint=fingerprint, n_jobs=n_jobs,
-                scheduler=str(scheduler), computed=result.computed, reused=result.reused, seconds=round(result.seconds, 3),
-                skipped=result.skipped.to_dict("records"), **environment())
+    info = dict(
+        paper=result.paper,
+        profile=result.profile,
+        seed=seed,
+        code_fingerprint=fingerprint,
+        n_jobs=n_jobs,
+        scheduler=str(scheduler),
+        computed=result.computed,
+        reused=result.reused,
+        seconds=round(result.seconds, 3),
+        skipped=result.skipped.to_dict("records"),
+        **environment(),
+    )
     _atomic_write_text(result.out / "run.json", json.dumps(info, indent=1))
 
 # %% ../../nbs/80_harness.ipynb #774cb1b4
@@ -410,9 +454,17 @@ def environment() -> dict:
                                 cwd=PACKAGE_DIR).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return dict(klrlab=klrlab.__version__, python=platform.python_version(), numpy=numpy.__version__, scipy=scipy.__version__,
-                sklearn=sklearn.__version__, machine=platform.machine(), cpus=os.cpu_count(), git_commit=commit,
-                when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return dict(
+        klrlab=klrlab.__version__,
+        python=platform.python_version(),
+        numpy=numpy.__version__,
+        scipy=scipy.__version__,
+        sklearn=sklearn.__version__,
+        machine=platform.machine(),
+        cpus=os.cpu_count(),
+        git_commit=commit,
+        when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
 
 # %% ../../nbs/80_harness.ipynb #ca396816
 PROTOCOLS = {"consolo": "klrlab.repro.papers.consolo", "keerthi": "klrlab.repro.papers.keerthi"}

@@ -28,7 +28,8 @@ def half_threshold(z, mu):
 
 # %% ../../nbs/13_half_thresholding.ipynb #9f0cbccd
 def bordered_norm_squared(K, rows=None) -> float:
-    "||[K_SS 1]||_2^2 (S = `rows`, default all): the top eigenvalue of K_SS K_SS' + 1 1', by Lanczos (an SVD is O(n^3))."
+    """||[K_SS 1]||_2^2 (S = `rows`, default all): the top eigenvalue of K_SS K_SS' + 1 1', by Lanczos (an SVD is
+    O(n^3))."""
     n = len(K)
     mask = np.ones(n)
     if rows is not None: mask[:] = 0.0; mask[rows] = 1.0
@@ -42,23 +43,37 @@ def bordered_norm_squared(K, rows=None) -> float:
 
 # %% ../../nbs/13_half_thresholding.ipynb #31f35c2b
 def _prox_gradient_norm(beta, b, grad_beta, grad_b, L):
-    "L ||(beta, b) - prox_{1/L}((beta, b) - grad / L)||_inf: zero at the fixed points of the half-thresholding iteration."
-    return float(L * max(np.abs(beta - half_threshold(beta - grad_beta / L, 1.0 / L)).max(initial=0.0), abs(grad_b / L)))
+    """L ||(beta, b) - prox_{1/L}((beta, b) - grad / L)||_inf: zero at the fixed points of the half-thresholding
+    iteration."""
+    return float(
+        L * max(np.abs(beta - half_threshold(beta - grad_beta / L, 1.0 / L)).max(initial=0.0), abs(grad_b / L))
+    )
 
 def _stop_window(step: str, memory: int) -> int:
-    "Steps over which the stop rule averages the decrease of the best value: 10 * memory for SpaRSA, 1 for the safe step."
+    """Steps over which the stop rule averages the decrease of the best value: 10 * memory for SpaRSA, 1 for the safe
+    step."""
     return 10 * memory if step == "bb" else 1
 
 def _relative_decrease(best: list, window: int) -> float:
-    "The best objective's decrease per step over the last `window` steps, relative to it (at least 1 in the denominator)."
+    """The best objective's decrease per step over the last `window` steps, relative to it (at least 1 in the
+    denominator)."""
     return (best[-1 - window] - best[-1]) / (window * max(1.0, abs(best[-1])))
 
 def _half_thresholding_result(beta, bias, path, n_iter, decrease, tol, prox_gradient_norm, step) -> SolverResult:
     "The record of a half-thresholding run: the best objective's relative decrease per step is the certificate."
-    return SolverResult(alpha=beta, bias=float(bias), certificate=Certificate("relative_decrease", float(decrease), tol),
-                        n_iter=int(n_iter), n_kernel_evals=0, converged=bool(decrease <= tol), objective=path[-1],
-                        trace=dict(objective=path), info=dict(prox_gradient_norm=prox_gradient_norm, step=step),
-                        coef=beta, support=np.flatnonzero(beta))
+    return SolverResult(
+        alpha=beta,
+        bias=float(bias),
+        certificate=Certificate("relative_decrease", float(decrease), tol),
+        n_iter=int(n_iter),
+        n_kernel_evals=0,
+        converged=bool(decrease <= tol),
+        objective=path[-1],
+        trace=dict(objective=path),
+        info=dict(prox_gradient_norm=prox_gradient_norm, step=step),
+        coef=beta,
+        support=np.flatnonzero(beta),
+    )
 
 def solve_half_thresholding(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb",
                             memory: int = 5) -> SolverResult:
@@ -70,7 +85,8 @@ def solve_half_thresholding(K, y, C: float, tol: float = 1e-6, max_iter: int = 5
     path, decrease, mu = [objective(beta, np.zeros(len(y)))], np.inf, 1.0 / L
     best = path[:]                                     # best[t] = min(path[:t + 1])
     _, r, _ = logistic_terms(np.zeros(len(y)), y, C)
-    grad, grad_b = K @ r, r.sum()                      # carried over from the end of each step: two products with K per step
+    # carried over from the end of each step: two products with K per step
+    grad, grad_b = K @ r, r.sum()
     for it in range(1, max_iter + 1):
         reference = max(path[-memory:]) if step == "bb" else path[-1]
         while True:                                    # with step='fixed', mu = 1/L: one pass
@@ -89,11 +105,16 @@ def solve_half_thresholding(K, y, C: float, tol: float = 1e-6, max_iter: int = 5
             decrease = _relative_decrease(best, window)
             if decrease <= tol: break
         if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
-    return _half_thresholding_result(beta, b, path, it, decrease, tol, _prox_gradient_norm(beta, b, grad, grad_b, L), step)
+    return _half_thresholding_result(
+        beta, b, path, it, decrease, tol, _prox_gradient_norm(beta, b, grad, grad_b, L), step
+    )
 
 # %% ../../nbs/13_half_thresholding.ipynb #815aaef4
-def solve_half_thresholding_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5) -> list:
-    "`solve_half_thresholding` for problems j = (Cs[j], rows and columns subsets[j] of the symmetric K) at once: one read of K a step."
+def solve_half_thresholding_many(
+    K, y, Cs, subsets=None, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5
+) -> list:
+    """`solve_half_thresholding` for problems j = (Cs[j], rows and columns subsets[j] of the symmetric K) at once: one
+    read of K a step."""
     n, Cs = len(y), np.asarray(Cs, dtype=np.float64)[:, None]     # problems along axis 0: B[j] is problem j's beta
     subsets = [np.arange(n)] * len(Cs) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
     W = np.zeros((len(Cs), n))                                     # W[j, i] = 1 if point i is in problem j
@@ -108,7 +129,8 @@ def solve_half_thresholding_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_
     residual = lambda F, ids: CY[ids] * expit(-y * F)              # dLoss/df, zero off the problem's rows
     B, b, mu = np.zeros((len(Cs), n)), np.zeros(len(Cs)), 1.0 / L
     R = residual(np.zeros_like(B), slice(None))
-    G, g_b = R @ K, R.sum(1)                                       # R K = (K R')' as K is symmetric: the fast layout for BLAS
+    # R K = (K R')' as K is symmetric: the fast layout for BLAS
+    G, g_b = R @ K, R.sum(1)
     paths = [[value] for value in objective(B, np.zeros_like(B), slice(None))]
     bests = [path[:] for path in paths]
     n_iter, decrease, active = np.zeros(len(Cs), dtype=int), np.full(len(Cs), np.inf), np.arange(len(Cs))
@@ -127,7 +149,11 @@ def solve_half_thresholding_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_
                 going[pos] = decrease[j] > tol
         if step == "bb":
             ids, bb = active[going], curvature[going] > 0
-            mu[ids] = np.where(bb, np.clip(change[going] / np.where(bb, curvature[going], 1.0), 1.0 / L[ids], 1e6 / L[ids]), 1.0 / L[ids])
+            mu[ids] = np.where(
+                bb,
+                np.clip(change[going] / np.where(bb, curvature[going], 1.0), 1.0 / L[ids], 1e6 / L[ids]),
+                1.0 / L[ids],
+            )
         active = active[going]
         if not active.size: break
     return [_half_thresholding_result(B[j, rows], b[j], paths[j], n_iter[j], decrease[j], tol,
@@ -135,9 +161,16 @@ def solve_half_thresholding_many(K, y, Cs, subsets=None, tol: float = 1e-6, max_
             for j, rows in enumerate(subsets)]
 
 def _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective):
-    "One proximal step for each active problem, each halving its own mu (down to 1/L) until the non-monotone test passes; mu is updated in place."
+    """One proximal step for each active problem, each halving its own mu (down to 1/L) until the non-monotone test
+    passes; mu is updated in place."""
     shape = (len(active), B.shape[1])
-    new_B, new_F, new_b, new_value, change = np.empty(shape), np.empty(shape), np.empty(len(active)), np.empty(len(active)), np.empty(len(active))
+    new_B, new_F, new_b, new_value, change = (
+        np.empty(shape),
+        np.empty(shape),
+        np.empty(len(active)),
+        np.empty(len(active)),
+        np.empty(len(active)),
+    )
     trying = np.arange(len(active))                    # positions in `active` still looking for their step
     while trying.size:
         ids = active[trying]
@@ -149,7 +182,13 @@ def _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective):
         moved = ((trial_B - B[ids]) ** 2).sum(1) + (trial_b - b[ids]) ** 2
         ok = (mu[ids] * L[ids] <= 1.0 + 1e-12) | (value <= reference[trying] - 1e-4 / (2 * mu[ids]) * moved)
         done = trying[ok]
-        new_B[done], new_F[done], new_b[done], new_value[done], change[done] = trial_B[ok], trial_F[ok], trial_b[ok], value[ok], moved[ok]
+        new_B[done], new_F[done], new_b[done], new_value[done], change[done] = (
+            trial_B[ok],
+            trial_F[ok],
+            trial_b[ok],
+            value[ok],
+            moved[ok],
+        )
         retry = ids[~ok]
         mu[retry] = np.maximum(mu[retry] / 2, 1.0 / L[retry])
         trying = trying[~ok]

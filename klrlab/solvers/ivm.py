@@ -48,7 +48,8 @@ def _newton_fit(K_nS, K_SS, y, C, beta, b, tol=1e-10, max_steps=50):
 SPAN_TOLERANCE = 1e-10      # relative Schur complement below which a candidate adds nothing to the span of S
 
 def _hessian_factor(H):
-    "Lower Cholesky factor of the symmetric PSD H; a ridge grows from 1e-12 of its mean diagonal only if H is indefinite."
+    """Lower Cholesky factor of the symmetric PSD H; a ridge grows from 1e-12 of its mean diagonal only if H is
+    indefinite."""
     ridge = 0.0
     while True:
         try: return cholesky(H + ridge * np.eye(len(H)), lower=True)
@@ -56,7 +57,8 @@ def _hessian_factor(H):
 
 # %% ../../nbs/12_ivm.ipynb #df001718
 def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256):
-    "H after one Newton step on S + {l} for each candidate l (None: every point, +inf for l in S); K is symmetric, C-contiguous float64."
+    """H after one Newton step on S + {l} for each candidate l (None: every point, +inf for l in S); K is symmetric,
+    C-contiguous float64."""
     n, m = len(y), len(S)
     Phi = np.c_[K[:, S], np.ones(n)]
     theta = np.r_[beta, b]
@@ -68,7 +70,8 @@ def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256
     L = _hessian_factor((Phi.T * w) @ Phi + Omega + 1e-12 * np.eye(m + 1))
     if candidates is None: Kc, K_diag, K_S_rows, f_S = K, K.diagonal(), K[S], Phi[:, :m] @ beta
     else:
-        K_cand = K[candidates]                                      # c x n, gathered once: K is symmetric, so its rows are the columns
+        # c x n, gathered once: K is symmetric, so its rows are the columns
+        K_cand = K[candidates]
         Kc, K_diag, K_S_rows, f_S = K_cand.T.copy(), K[candidates, candidates], K_cand[:, S].T, K_cand[:, S] @ beta
     h = (Phi * w[:, None]).T @ Kc                                   # (m+1) x c: every candidate's new Hessian column
     h[:m] += K_S_rows
@@ -81,20 +84,26 @@ def _one_step_values(K, S, y, C, beta, b, candidates=None, block_rows: int = 256
     Hinv_h = solve_triangular(L, Z, lower=True, trans="T")
     Hinv_g = solve_triangular(L, z_g, lower=True, trans="T")
     d_theta = -Hinv_g[:, None] - Hinv_h * d_l
-    base = f - Phi @ Hinv_g                                         # the decision values' change common to all candidates
+    # the decision values' change common to all candidates
+    base = f - Phi @ Hinv_g
     loss = np.zeros(Kc.shape[1])
     for start in range(0, n, block_rows):
         rows = slice(start, min(start + block_rows, n))
         add_candidate_losses(Kc[rows], Phi[rows] @ Hinv_h, base[rows], y[rows], d_l, loss)
     beta_new = beta[:, None] + d_theta[:m]
-    quad = np.einsum("mc,mc->c", beta_new, K_SS @ beta_new) + 2 * d_l * np.einsum("mc,mc->c", beta_new, K_S_rows) + d_l ** 2 * K_diag
+    quad = (
+        np.einsum("mc,mc->c", beta_new, K_SS @ beta_new)
+        + 2 * d_l * np.einsum("mc,mc->c", beta_new, K_S_rows)
+        + d_l**2 * K_diag
+    )
     values = np.where(degenerate, np.inf, 0.5 * quad + C * loss)
     if candidates is None: values[S] = np.inf
     return values
 
 # %% ../../nbs/12_ivm.ipynb #17b5c993
 def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
-    "The point to import next (None: every remaining point is in the span of S); with `n_candidates`, the best of a sample."
+    """The point to import next (None: every remaining point is in the span of S); with `n_candidates`, the best of a
+    sample."""
     S_arr = np.array(S, dtype=np.intp)
     if n_candidates is None:
         trial = _one_step_values(K, S_arr, y, C, beta, b)
@@ -104,7 +113,8 @@ def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
         if pool.size == 0: return None
         sample = pool if pool.size <= n_candidates else np.sort(rng.choice(pool, n_candidates, replace=False))
         trial = _one_step_values(K, S_arr, y, C, beta, b, candidates=sample)
-        in_span[sample[np.isinf(trial)]] = True                     # in the span of S, so of every larger S: never again
+        # in the span of S, so of every larger S: never again
+        in_span[sample[np.isinf(trial)]] = True
         if np.isfinite(trial.min()): return int(sample[np.argmin(trial)])
 
 def solve_ivm(K, y, C: float, tol: float = 1e-3, max_import: int | None = None, n_candidates: int | None = None,

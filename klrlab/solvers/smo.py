@@ -67,8 +67,13 @@ def _joined_trace(rounds: list, gap: float, final_objective: float) -> dict:
     for n, (g, st, pr, ob) in rounds:
         gaps.append(g[:n]); objectives.append(ob[:n]); steps.append(st[:n]); pairs.append(pr[:2 * n].reshape(-1, 2))
     pairs = np.concatenate(pairs)
-    return dict(kkt_violation=np.r_[np.concatenate(gaps), gap], objective=np.r_[np.concatenate(objectives), final_objective],
-                step=np.r_[np.concatenate(steps), np.nan], i=np.r_[pairs[:, 0], -1], j=np.r_[pairs[:, 1], -1])
+    return dict(
+        kkt_violation=np.r_[np.concatenate(gaps), gap],
+        objective=np.r_[np.concatenate(objectives), final_objective],
+        step=np.r_[np.concatenate(steps), np.nan],
+        i=np.r_[pairs[:, 0], -1],
+        j=np.r_[pairs[:, 1], -1],
+    )
 
 def solve_dual(cache: KernelCache, y, C: float, loss: str = "logistic", lam: float = 0.0, wss: str = "second",
                tol: float = 1e-5, max_iter: int = 10_000_000, bound_eps: float | None = None, alpha0=None,
@@ -91,8 +96,9 @@ def solve_dual(cache: KernelCache, y, C: float, loss: str = "logistic", lam: flo
     while run_box:
         budget = int(max_iter) - n_iter
         buffers = _trace_buffers(budget, trace)
-        steps, _, status = smo(cache, y, alpha, F, code_loss, float(C), float(lam), lo, hi, code_wss, float(tol), budget,
-                               *buffers)
+        steps, _, status = smo(
+            cache, y, alpha, F, code_loss, float(C), float(lam), lo, hi, code_wss, float(tol), budget, *buffers
+        )
         if trace: traces.append((steps, buffers))
         n_iter += steps
         init_gradient(cache, y, alpha, F)   # fresh F: the certificate must not rest on accumulated rounding
@@ -118,7 +124,8 @@ def smo_svc(X, y, C: float = 1.0, kernel: Kernel | None = None, tol: float = 1e-
 # %% ../../nbs/11_smo.ipynb #64dbb5ff
 def solve_path(cache: KernelCache, y, Cs, lams=0.0, loss: str = "logistic", alpha0=None, bound_eps: float | None = None,
                bound_eps_mode: str = "relative", **options) -> list:
-    "`solve_dual` at each (Cs[k], lams[k]) in turn, each warm-started from the previous solution (the first from alpha0)."
+    """`solve_dual` at each (Cs[k], lams[k]) in turn, each warm-started from the previous solution (the first from
+    alpha0)."""
     Cs = [float(C) for C in np.atleast_1d(Cs)]
     lams = np.asarray(lams, dtype=np.float64)
     if lams.ndim and lams.shape != (len(Cs),):

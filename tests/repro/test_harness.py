@@ -62,7 +62,11 @@ def test_consolo_averages_recompute_from_rows(table):
 
 
 def test_consolo_table4_ratio_column():
-    wide = published("consolo", "table4").query("dataset != 'average'").pivot(index="dataset", columns="method", values="value")
+    wide = (
+        published("consolo", "table4")
+        .query("dataset != 'average'")
+        .pivot(index="dataset", columns="method", values="value")
+    )
     assert np.allclose(wide["2ord/1ord"], wide["S-KLR-2ord"] / wide["S-KLR-1ord"], atol=1e-3)
 
 
@@ -90,7 +94,7 @@ def test_published_bad_names():
         published("zhou", "table1")
 
 
-TOY_SOURCE = textwrap.dedent('''
+TOY_SOURCE = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import numpy as np
@@ -104,19 +108,21 @@ TOY_SOURCE = textwrap.dedent('''
     def point(data, cell, state):
         time.sleep(SLEEP)
         if LOG is not None:
-            with open(LOG, "a") as f: f.write(cell.dataset + " " + cell.fold + " " + cell.config + " " + cell.params + "\\n")
+            with open(LOG, "a") as f:
+                f.write(" ".join([cell.dataset, cell.fold, cell.config, cell.params]) + "\\n")
         return {"score": float(data.sum() * cell.point["C"])}, None
 
     def summary(cells, profile):
         return cells.groupby("dataset").score.max().rename("value").reset_index().assign(metric="score")
 
-    TOY = Protocol("toy", "toy", (Experiment("grid", "toy", ["a", "b"], ["x", "y"], [{"C": float(c)} for c in range(1, 6)],
-                                             point, summary, folds=[0, 1], load=load),))
+    GRID = [{"C": float(c)} for c in range(1, 6)]
+    TOY = Protocol("toy", "toy", (Experiment("grid", "toy", ["a", "b"], ["x", "y"], GRID, point, summary, folds=[0, 1],
+                                             load=load),))
     if __name__ == "__main__":
         LOG, SLEEP = Path(sys.argv[2]), float(sys.argv[3])
         result = run(TOY, profile="quick", out=sys.argv[1], n_jobs=1, progress=False)
         print(result.computed, result.reused)
-''')
+""")
 
 
 def toy_script(tmp_path):
@@ -141,7 +147,9 @@ def test_kill_midway_then_resume_recomputes_nothing_finished(tmp_path):
     finished = {p.name: p.read_text() for p in stored_cells(out)}
     assert 8 <= len(finished) < 40, len(finished)
     for text in finished.values(): json.loads(text)      # every stored cell is whole
-    done = subprocess.run([sys.executable, str(script), str(out), str(log2), "0"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, str(script), str(out), str(log2), "0"], capture_output=True, text=True, check=True
+    )
     computed, reused = map(int, done.stdout.split())
     assert reused == len(finished) and computed == 40 - len(finished)
     first_lines, second_lines = set(log1.read_text().splitlines()), set(log2.read_text().splitlines())
@@ -191,8 +199,18 @@ def test_unknown_and_unimplemented_papers():
 
 def small_klr_protocol():
     from klrlab.repro.papers.keerthi import TABLE3
-    exp = Experiment("table3", "small", ["keerthi-gauss2d"], ["KLR", "SVM"], [{"C": 1.0, "sigma": 1.0}, {"C": 10.0, "sigma": 1.0}],
-                     TABLE3.run_point, TABLE3.summarize, folds=["cv0", "cv1", "test"], load=TABLE3.load, published="table3")
+    exp = Experiment(
+        "table3",
+        "small",
+        ["keerthi-gauss2d"],
+        ["KLR", "SVM"],
+        [{"C": 1.0, "sigma": 1.0}, {"C": 10.0, "sigma": 1.0}],
+        TABLE3.run_point,
+        TABLE3.summarize,
+        folds=["cv0", "cv1", "test"],
+        load=TABLE3.load,
+        published="table3",
+    )
     return Protocol("keerthi", "small", (exp,))
 
 
@@ -201,7 +219,9 @@ def test_dask_cluster_gives_the_local_results(tmp_path):
     protocol = small_klr_protocol()
     local = run(protocol, profile="quick", out=tmp_path / "local", n_jobs=2, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        remote = run(protocol, profile="quick", out=tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False)
+        remote = run(
+            protocol, profile="quick", out=tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False
+        )
     assert local.computed == remote.computed == 12
     key = ["dataset", "fold", "config", "C", "sigma"]
     tidy = lambda r: r.cells["table3"].drop(columns="cell_seconds").sort_values(key).reset_index(drop=True)
@@ -215,11 +235,25 @@ def test_dask_cluster_gives_the_local_results(tmp_path):
 def test_offline_without_mirror_lists_what_it_skipped(tmp_path, monkeypatch):
     monkeypatch.setenv("KLRLAB_MIRROR", "")
     monkeypatch.setenv("KLRLAB_DATA_HOME", str(tmp_path / "empty-cache"))
-    result = run("keerthi", profile="quick", out=tmp_path / "out", experiments=["table4", "table2", "adult"], offline=True, progress=False)
+    result = run(
+        "keerthi",
+        profile="quick",
+        out=tmp_path / "out",
+        experiments=["table4", "table2", "adult"],
+        offline=True,
+        progress=False,
+    )
     assert result.computed == 0
     skipped = set(zip(result.skipped.experiment, result.skipped.dataset))
-    assert skipped == {("table4", "banana"), ("table4", "raetsch-waveform"), ("table2", "banana"), ("table2", "raetsch-waveform"),
-                       ("adult", "a1a"), ("adult", "a2a"), ("adult", "a3a")}
+    assert skipped == {
+        ("table4", "banana"),
+        ("table4", "raetsch-waveform"),
+        ("table2", "banana"),
+        ("table2", "raetsch-waveform"),
+        ("adult", "a1a"),
+        ("adult", "a2a"),
+        ("adult", "a3a"),
+    }
     assert result.skipped.reason.str.len().min() > 10
     assert pd.read_csv(tmp_path / "out" / "keerthi" / "skipped.csv").shape[0] == 7
     from klrlab.repro.harness import load_dataset
@@ -254,7 +288,16 @@ def test_a_skipped_point_can_hand_its_state_to_the_next():
         if cell.point["C"] == 4.0: raise SkipPoint("infeasible")
         return {"score": 1.0}, cell.point["C"]
 
-    experiment = Experiment("grid", "toy", ["a"], ["x"], [], point, lambda cells, profile: cells, load=lambda name, seed=0, offline=False: None)
+    experiment = Experiment(
+        "grid",
+        "toy",
+        ["a"],
+        ["x"],
+        [],
+        point,
+        lambda cells, profile: cells,
+        load=lambda name, seed=0, offline=False: None,
+    )
     cells = [Cell("toy", "grid", "a", "0", "x", json.dumps({"C": float(c)}), 0) for c in range(1, 6)]
     records = run_chain(experiment, cells, None, "fingerprint")
     assert seen == [None, 1.0, "kept", 3.0, None]          # a plain SkipPoint still means a cold start

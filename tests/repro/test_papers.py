@@ -11,8 +11,18 @@ from klrlab.repro.harness import Experiment, Protocol, ReproError, expand, run
 
 def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
     from klrlab.repro.papers.consolo import CV, paper_grid
-    small = Experiment("cv", "small", ["wisconsin"], CV.configs, paper_grid([1.0, 100.0], 3), CV.run_point, CV.summarize,
-                       folds=[0, 1], load=CV.load, published=CV.published)
+    small = Experiment(
+        "cv",
+        "small",
+        ["wisconsin"],
+        CV.configs,
+        paper_grid([1.0, 100.0], 3),
+        CV.run_point,
+        CV.summarize,
+        folds=[0, 1],
+        load=CV.load,
+        published=CV.published,
+    )
     result = run(Protocol("consolo", "small", (small,)), profile="quick", out=tmp_path, progress=False)
     assert set(result.tables) == {"table2", "table3", "table4", "table5", "probabilities"}
     for name, table in result.tables.items():
@@ -31,7 +41,11 @@ def test_consolo_tables_line_up_with_the_published_ones(tmp_path):
     probs = result.tables["probabilities"]
     assert set(probs.metric) == {"log-loss", "Brier", "ECE", "accuracy", "ratio"} and probs.ours.notna().all()
     skipped = result.cells["cv"].query("status == 'skipped'")
-    assert set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt"} and (skipped.k > 0).all()   # no lambda grid for those
+    # no lambda grid for those
+    assert (
+        set(skipped.config) == {"SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt"}
+        and (skipped.k > 0).all()
+    )
 
 
 def test_configs_filter_runs_only_those_and_rejects_unknown_names(tmp_path):
@@ -58,11 +72,21 @@ def test_consolo_averages_need_all_twelve_datasets():
     rows = []
     for i, dataset in enumerate(DATASETS):
         for config, seconds, iterations in (("1ord-capped", 2.0 + i, 100.0), ("2ord-capped", 1.0 + i, 50.0)):
-            rows.append(dict(dataset=dataset, config=config, status="done", fit_seconds=seconds, n_iter=iterations, converged=True))
+            rows.append(
+                dict(
+                    dataset=dataset,
+                    config=config,
+                    status="done",
+                    fit_seconds=seconds,
+                    n_iter=iterations,
+                    converged=True,
+                )
+            )
     cells = pd.DataFrame(rows)
     table = with_average(timing_rows(cells, "capped"), len(DATASETS))
     ratio = table.query("dataset == 'average' and method == '2ord/1ord'")
-    assert len(ratio) == 1 and np.isclose(ratio.value.iloc[0], np.mean([(1.0 + i) / (2.0 + i) for i in range(12)]))  # mean of the ratios
+    # mean of the ratios
+    assert len(ratio) == 1 and np.isclose(ratio.value.iloc[0], np.mean([(1.0 + i) / (2.0 + i) for i in range(12)]))
     assert np.isnan(ratio["std"].iloc[0])                                       # the std is for accuracies only
     partial = with_average(timing_rows(cells[cells.dataset != "magic"], "capped"), len(DATASETS))
     assert "average" not in set(partial.dataset)                                # 11 datasets: no average
@@ -71,16 +95,20 @@ def test_consolo_averages_need_all_twelve_datasets():
 def test_consolo_l12_chain_fits_its_grid_once_and_hands_it_on():
     from klrlab.repro.papers.consolo import GRIDS, consolo_point, grid_from, load_consolo
     from klrlab.repro.harness import Cell, SkipPoint
-    cell = lambda point, config="L1/2-KLR": Cell("consolo", "cv", "wisconsin", "0", config, json.dumps(point, sort_keys=True), 0)
+    cell = lambda point, config="L1/2-KLR": Cell(
+        "consolo", "cv", "wisconsin", "0", config, json.dumps(point, sort_keys=True), 0
+    )
     assert grid_from(cell(GRIDS["paper"][20])) == [10.0 ** r for r in range(-2, 5)]      # C = 1e-2 and the larger ones
     assert grid_from(cell({"C": 3.0, "k": 0, "n_lam": 2})) == [3.0]                     # a point in no grid: its own C
     data = load_consolo("wisconsin")
-    quick = GRIDS["quick"]                                                              # C in {1e-2, 1, 1e2}, 4 lambda each
+    # C in {1e-2, 1, 1e2}, 4 lambda each
+    quick = GRIDS["quick"]
     metrics, state = consolo_point(data, cell(quick[4]), None)                          # C = 1: fits C = 1 and 100
     assert sorted(state["models"]) == [1.0, 100.0]
     with pytest.raises(SkipPoint) as skip:
         consolo_point(data, cell(quick[5]), state)
-    assert skip.value.state is state                                                    # k > 0: no fit, the models go on
+    # k > 0: no fit, the models go on
+    assert skip.value.state is state
     again, same = consolo_point(data, cell(quick[8]), state)                            # C = 100: taken from the state
     assert same is state and again["test_ratio"] == state["models"][100.0][1].support_fraction_
     with pytest.raises(SkipPoint) as skip:

@@ -21,7 +21,15 @@ def data():
 def test_half_threshold_is_the_exact_prox(mu):
     for z in np.linspace(-5, 5, 81):
         f = lambda x: 0.5 * (x - z) ** 2 + mu * np.sqrt(abs(x))
-        brute = min([0.0, minimize_scalar(f, bounds=(min(0, z) - 1, max(0, z) + 1), method="bounded", options=dict(xatol=1e-12)).x], key=f)
+        brute = min(
+            [
+                0.0,
+                minimize_scalar(
+                    f, bounds=(min(0, z) - 1, max(0, z) + 1), method="bounded", options=dict(xatol=1e-12)
+                ).x,
+            ],
+            key=f,
+        )
         assert f(half_threshold(np.array([z]), mu)[0]) <= f(brute) + 1e-9
 
 

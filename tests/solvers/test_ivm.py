@@ -59,9 +59,12 @@ def test_solve_ivm_reports_its_imports_in_order_and_its_certificate(data):
     K, yy = Kernel("rbf", gamma=0.5)(X), np.where(y > 0, 1.0, -1.0)
     capped = solve_ivm(K, yy, 2.0, max_import=4)
     full = solve_ivm(K, yy, 2.0, max_import=10, tol=0.0)
-    assert list(capped.support) == list(full.support[:4])                   # greedy: the first imports do not depend on the cap
+    # greedy: the first imports do not depend on the cap
+    assert list(capped.support) == list(full.support[:4])
     assert not capped.converged and capped.info["stopped_by"] == "max_import" and capped.certificate.value > 0
     assert capped.certificate.measure == "relative_improvement" and len(capped.trace["objective"]) == 5
-    assert np.count_nonzero(capped.coef) <= 4 and np.all(capped.coef[np.setdiff1d(np.arange(len(y)), capped.support)] == 0)
+    assert np.count_nonzero(capped.coef) <= 4 and np.all(
+        capped.coef[np.setdiff1d(np.arange(len(y)), capped.support)] == 0
+    )
     done = solve_ivm(K, yy, 2.0)
     assert done.converged and done.certificate.value < 1e-3 and done.info["stopped_by"] == "tol"

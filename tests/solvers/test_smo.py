@@ -19,7 +19,11 @@ def problems():
     X1, y1, _, _ = make_keerthi_gaussians(150, 10, seed=3)
     X2, y2 = make_twonorm(150, seed=4)
     X3, y3 = make_classification(150, 8, n_informative=4, flip_y=0.1, random_state=5)
-    return {"keerthi": (X1, y1, 0.5), "twonorm": (X2, y2, 0.05), "make_classification": (X3, np.where(y3 == 1, 1.0, -1.0), 0.1)}
+    return {
+        "keerthi": (X1, y1, 0.5),
+        "twonorm": (X2, y2, 0.05),
+        "make_classification": (X3, np.where(y3 == 1, 1.0, -1.0), 0.1),
+    }
 
 
 PROBLEMS = problems()
@@ -107,11 +111,19 @@ def test_warm_start_from_the_solution_needs_no_iteration():
     assert nearby.converged and nearby.n_iter < cold.n_iter
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(C=0.0), "C=0.0"), (dict(C=np.nan), "C=nan"), (dict(lam=-1.0), "lam=-1.0"), (dict(loss="squared"), "loss='squared'"),
-    (dict(wss="third"), "wss='third'"), (dict(tol=0.0), "tol=0.0"), (dict(max_iter=-1), "max_iter=-1"),
-    (dict(bound_eps=0.9), "bound_eps=0.9"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(C=0.0), "C=0.0"),
+        (dict(C=np.nan), "C=nan"),
+        (dict(lam=-1.0), "lam=-1.0"),
+        (dict(loss="squared"), "loss='squared'"),
+        (dict(wss="third"), "wss='third'"),
+        (dict(tol=0.0), "tol=0.0"),
+        (dict(max_iter=-1), "max_iter=-1"),
+        (dict(bound_eps=0.9), "bound_eps=0.9"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     X, y, gamma = PROBLEMS["keerthi"]
     args = dict(C=1.0) | kwargs
@@ -133,8 +145,15 @@ def test_bad_labels_and_cache():
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(4, 30), seed=st.integers(0, 10**6), C=st.floats(1e-2, 1e3), loss=st.sampled_from(["logistic", "hinge"]),
-       wss=st.sampled_from(["first", "second"]), gamma=st.floats(0.05, 5.0), kernel=st.sampled_from(["rbf", "laplacian", "linear", "poly"]))
+@given(
+    n=st.integers(4, 30),
+    seed=st.integers(0, 10**6),
+    C=st.floats(1e-2, 1e3),
+    loss=st.sampled_from(["logistic", "hinge"]),
+    wss=st.sampled_from(["first", "second"]),
+    gamma=st.floats(0.05, 5.0),
+    kernel=st.sampled_from(["rbf", "laplacian", "linear", "poly"]),
+)
 def test_random_problems_certificate_and_reference(n, seed, C, loss, wss, gamma, kernel):
     """On random small problems: the reported certificate is the one recomputed from the returned alpha and holds when
     the run says it converged; well-posed runs converge; converged runs match the NumPy reference's optimum."""
@@ -173,7 +192,9 @@ def test_keerthi_two_loop_scheme_reaches_the_same_optimum(name, C):
     assert two_loop.converged and two_loop.info["scheme"] == "keerthi"
     assert two_loop.info["finished_by"] in ("keerthi", "box")
     assert abs(two_loop.objective - box_run.objective) <= 1e-8 * abs(box_run.objective)
-    gap, _ = kkt_violation("logistic", y, two_loop.alpha, k(X) @ (two_loop.alpha * y), C, 0.0, two_loop.info["lo"], two_loop.info["hi"])
+    gap, _ = kkt_violation(
+        "logistic", y, two_loop.alpha, k(X) @ (two_loop.alpha * y), C, 0.0, two_loop.info["lo"], two_loop.info["hi"]
+    )
     assert gap <= 1e-7 * 1.01
 
 
@@ -228,7 +249,9 @@ def test_sufficient_decrease_and_same_optimum(wss):
     f = tr.objective.to_numpy()
     required = (2 / C) * 2 * tr.step.to_numpy()[:-1] ** 2                 # (38), ||delta alpha||^2 = 2 t^2
     assert (f[:-1] - f[1:] >= required - 1e-9 * np.abs(f[1:])).all()
-    other = solve_dual(k.cache(X), y, C, lam=15.0, wss="second" if wss == "first" else "first", tol=1e-9, bound_eps=1e-5)
+    other = solve_dual(
+        k.cache(X), y, C, lam=15.0, wss="second" if wss == "first" else "first", tol=1e-9, bound_eps=1e-5
+    )
     assert abs(res.objective - other.objective) <= 1e-8 * abs(other.objective)
 
 

@@ -28,14 +28,40 @@ from ...klr import HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegre
 from ..harness import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
 
 # %% ../../../nbs/90_repro_consolo.ipynb #5cab17e3
-DATASETS = ["banknote", "coil2000", "diabetes", "ionosphere", "magic", "monk2", "ringnorm", "sonar", "spambase", "twonorm",
-            "waveform", "wisconsin"]
+DATASETS = [
+    "banknote",
+    "coil2000",
+    "diabetes",
+    "ionosphere",
+    "magic",
+    "monk2",
+    "ringnorm",
+    "sonar",
+    "spambase",
+    "twonorm",
+    "waveform",
+    "wisconsin",
+]
 QUICK_DATASETS = ["ionosphere", "sonar", "wisconsin"]
 GAMMA = 0.5                                    # sigma = 1
 FOLDS, VALIDATION = 5, 0.05
-CONFIGS = ["1ord", "2ord", "1ord-capped", "2ord-capped", "2ord-heuristic", "SVM", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt"]
-NO_LAMBDA = ("SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt")     # configurations with a C grid only
-IVM_CANDIDATES = 150                           # candidates scored per import in the paper's IVM software (Roscher's init.m: Nadd = 150)
+CONFIGS = [
+    "1ord",
+    "2ord",
+    "1ord-capped",
+    "2ord-capped",
+    "2ord-heuristic",
+    "SVM",
+    "IVM",
+    "IVM-all",
+    "L1/2-KLR",
+    "L1/2-SpaRSA",
+    "SVC+Platt",
+]
+# configurations with a C grid only
+NO_LAMBDA = ("SVM", "2ord-heuristic", "IVM", "IVM-all", "L1/2-KLR", "L1/2-SpaRSA", "SVC+Platt")
+# candidates scored per import in the paper's IVM software (Roscher's init.m: Nadd = 150)
+IVM_CANDIDATES = 150
 SKLR_CONFIGS = ("1ord", "2ord", "1ord-capped", "2ord-capped", "2ord-heuristic")
 PAPER_MAX_ITER = 10_000                        # the paper's iteration cap (§5.1), used by the -capped configurations
 CONVERGED_MAX_ITER = 10_000_000                # the estimator's default: in practice, run to the tolerance
@@ -64,17 +90,26 @@ def full_cache_mb(n: int) -> float:
     return min(CACHE_LIMIT_MB, 8.0 * n * n / 2 ** 20 + 1.0)
 
 def make_model(config: str, C: float, lam: float, state, n: int, warm: bool = True):
-    "The cell's estimator on n points: the chain's previous model, warm-started from its alpha if `warm`, else only its kernel cache."
+    """The cell's estimator on n points: the chain's previous model, warm-started from its alpha if `warm`, else only
+    its kernel cache."""
     if config == "SVM": return SVC(C=C, gamma=GAMMA)
     if config == "SVC+Platt": return CalibratedClassifierCV(SVC(C=C, gamma=GAMMA), ensemble=False, cv=5)
     if config == "IVM": return ImportVectorMachine(C=C, gamma=GAMMA, n_candidates=IVM_CANDIDATES, random_state=0)
     if config == "IVM-all": return ImportVectorMachine(C=C, gamma=GAMMA)
-    if config == "L1/2-KLR": return HalfThresholdingKLR(C=C, gamma=GAMMA, step="fixed")   # Xu et al.'s safe step, as the paper's column
-    if config == "L1/2-SpaRSA": return HalfThresholdingKLR(C=C, gamma=GAMMA)                # the same problem, solved further
+    # Xu et al.'s safe step, as the paper's column
+    if config == "L1/2-KLR": return HalfThresholdingKLR(C=C, gamma=GAMMA, step="fixed")
+    # the same problem, solved further
+    if config == "L1/2-SpaRSA": return HalfThresholdingKLR(C=C, gamma=GAMMA)
     preset = "S-KLR-1ord" if config.startswith("1ord") else "S-KLR-2ord"
     max_iter = PAPER_MAX_ITER if config.endswith("-capped") else CONVERGED_MAX_ITER
-    model = state if state is not None else KernelLogisticRegression.from_preset(preset, gamma=GAMMA, cache_size=full_cache_mb(n))
-    return model.set_params(C=C, lam="C/10" if config == "2ord-heuristic" else lam, max_iter=max_iter, warm_start=True if warm else "kernel")
+    model = (
+        state
+        if state is not None
+        else KernelLogisticRegression.from_preset(preset, gamma=GAMMA, cache_size=full_cache_mb(n))
+    )
+    return model.set_params(
+        C=C, lam="C/10" if config == "2ord-heuristic" else lam, max_iter=max_iter, warm_start=True if warm else "kernel"
+    )
 
 def support_ratio(model, n: int) -> float:
     if isinstance(model, CalibratedClassifierCV): model = model.calibrated_classifiers_[0].estimator
@@ -92,8 +127,11 @@ def expected_calibration_error(y, p_pos, bins: int = 10) -> float:
 def probability_metrics(model, X, y) -> dict:
     "Test log-loss (per point), Brier score and ECE of P(y = +1)."
     p = np.clip(model.predict_proba(X)[:, list(model.classes_).index(1)], 1e-15, 1 - 1e-15)
-    return dict(test_logloss=float(-np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))), test_brier=float(np.mean((p - (y > 0)) ** 2)),
-                test_ece=expected_calibration_error(y, p))
+    return dict(
+        test_logloss=float(-np.mean(np.where(y > 0, np.log(p), np.log1p(-p)))),
+        test_brier=float(np.mean((p - (y > 0)) ** 2)),
+        test_ece=expected_calibration_error(y, p),
+    )
 
 def grid_from(cell) -> list:
     "The C values of the cell's grid (GRIDS), from the cell's C on; just its own C if the point is in no grid."
@@ -101,7 +139,8 @@ def grid_from(cell) -> list:
     return sorted({p["C"] for p in grids[0] if p["C"] >= cell.point["C"]}) if grids else [cell.point["C"]]
 
 def l12_fits(cell, X, y, fit, state) -> dict:
-    "The chain's l1/2 models by C: from `state`, or fitted at the cell's C and the grid's larger ones in one lockstep solve (both parts)."
+    """The chain's l1/2 models by C: from `state`, or fitted at the cell's C and the grid's larger ones in one lockstep
+    solve (both parts)."""
     if state is not None and cell.point["C"] in state["models"]: return state
     Cs = grid_from(cell)
     models = [make_model(cell.config, C, 0.0, None, len(y)) for C in Cs for _ in range(2)]
@@ -116,10 +155,12 @@ def consolo_point(data, cell, state):
     C, k = point["C"], point["k"]
     l12 = cell.config.startswith("L1/2")
     if cell.config in NO_LAMBDA and k > 0:
-        raise SkipPoint(f"{cell.config} has no lambda grid", state=state if l12 else None)   # l1/2: the chain's models go on
+        # l1/2: the chain's models go on
+        raise SkipPoint(f"{cell.config} has no lambda grid", state=state if l12 else None)
     lam = k * C / (point["n_lam"] - 1)
     X, y, Xt, yt, fit, val = fold_parts(data, int(cell.fold), cell.seed)
-    warm = k > 0                                                      # alpha restarts at each C (measured: better); the kernel cache stays
+    # alpha restarts at each C (measured: better); the kernel cache stays
+    warm = k > 0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)       # recorded as `converged` below
@@ -136,20 +177,35 @@ def consolo_point(data, cell, state):
         if "infeasible" in str(e): raise SkipPoint(f"problem (22) is infeasible at C = {C:g}: {e}") from None
         raise
     lam = float(getattr(full_model, "lam_", lam))                    # the lambda used (C/10 for the heuristic)
-    metrics = dict(lam=lam, val_accuracy=float(np.mean(val_model.predict(X[val]) == y[val])), val_ratio=support_ratio(val_model, len(fit)),
-                   test_accuracy=float(np.mean(full_model.predict(Xt) == yt)), test_ratio=support_ratio(full_model, len(y)), fit_seconds=seconds)
+    metrics = dict(
+        lam=lam,
+        val_accuracy=float(np.mean(val_model.predict(X[val]) == y[val])),
+        val_ratio=support_ratio(val_model, len(fit)),
+        test_accuracy=float(np.mean(full_model.predict(Xt) == yt)),
+        test_ratio=support_ratio(full_model, len(y)),
+        fit_seconds=seconds,
+    )
     if hasattr(full_model, "predict_proba"): metrics.update(probability_metrics(full_model, Xt, yt))
     if cell.config in SKLR_CONFIGS:
-        metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_), kkt_violation=float(full_model.kkt_violation_))
+        metrics.update(
+            n_iter=int(full_model.n_iter_),
+            converged=bool(full_model.converged_),
+            kkt_violation=float(full_model.kkt_violation_),
+        )
         return metrics, (val_model, full_model)
     if l12:
-        metrics.update(n_iter=int(full_model.n_iter_), converged=bool(full_model.converged_), prox_gradient_norm=full_model.prox_gradient_norm_)
+        metrics.update(
+            n_iter=int(full_model.n_iter_),
+            converged=bool(full_model.converged_),
+            prox_gradient_norm=full_model.prox_gradient_norm_,
+        )
         return metrics, state
     return metrics, None
 
 # %% ../../../nbs/90_repro_consolo.ipynb #8666f41d
 RULES = {"best": lambda g, acc, ratio: select_best(g, acc, tie_break=ratio),      # ties: the sparser, then the earlier
-         "s3": lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3),              # every point tied with the 3rd best competes
+         # every point tied with the 3rd best competes
+         "s3": lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3),
          "best-grid": lambda g, acc, ratio: select_best(g, acc),                     # ties: the earlier grid point only
          "s3-grid": lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3, ties="first")}
 
@@ -171,12 +227,14 @@ def fold_means(chosen: pd.DataFrame, method: str, selection: str, run: str = "-"
     return rows
 
 def with_average(rows: list, n_datasets: int) -> pd.DataFrame:
-    "The table, plus the paper's average row (mean over datasets; std of the per-dataset accuracies) for each row that has all 12."
+    """The table, plus the paper's average row (mean over datasets; std of the per-dataset accuracies) for each row that
+    has all 12."""
     frame = pd.DataFrame(rows)
     if frame.empty: return frame
     keys = [c for c in ("method", "selection", "run", "metric") if c in frame]
     avg = frame.groupby(keys).value.agg(["mean", "std", "count"]).reset_index().rename(columns={"mean": "value"})
-    avg = avg[avg.pop("count") == n_datasets]                   # an average over fewer datasets is not the paper's average
+    # an average over fewer datasets is not the paper's average
+    avg = avg[avg.pop("count") == n_datasets]
     if avg.empty: return frame
     avg["std"] = np.where(avg.metric == "accuracy", avg["std"], np.nan)
     return pd.concat([frame, avg.assign(dataset="average")], ignore_index=True)
@@ -191,16 +249,37 @@ def timing_rows(cells: pd.DataFrame, run: str) -> list:
     rows = []
     for dataset, g in done.groupby("dataset"):
         if g.config.nunique() < 2: continue
-        mean = g.assign(not_converged=1.0 - g.converged.astype(float)).groupby("config")[["fit_seconds", "n_iter", "not_converged"]].mean()
+        mean = (
+            g.assign(not_converged=1.0 - g.converged.astype(float))
+            .groupby("config")[["fit_seconds", "n_iter", "not_converged"]]
+            .mean()
+        )
         common = dict(dataset=dataset, run=run)
-        rows += [dict(common, method=f"S-KLR-{config[:4]}", metric="seconds", value=mean.fit_seconds[config],
-                      mean_iterations=mean.n_iter[config], not_converged=mean.not_converged[config]) for config in (first, second)]
-        rows.append(dict(common, method="2ord/1ord", metric="ratio", value=mean.fit_seconds[second] / mean.fit_seconds[first],
-                         mean_iterations=mean.n_iter[second] / mean.n_iter[first]))
+        rows += [
+            dict(
+                common,
+                method=f"S-KLR-{config[:4]}",
+                metric="seconds",
+                value=mean.fit_seconds[config],
+                mean_iterations=mean.n_iter[config],
+                not_converged=mean.not_converged[config],
+            )
+            for config in (first, second)
+        ]
+        rows.append(
+            dict(
+                common,
+                method="2ord/1ord",
+                metric="ratio",
+                value=mean.fit_seconds[second] / mean.fit_seconds[first],
+                mean_iterations=mean.n_iter[second] / mean.n_iter[first],
+            )
+        )
     return rows
 
 def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
-    "Tables 2 (S-KLR, SVM and baseline columns), 3, 4 and 5 from one grid of cells, each S-KLR row for the converged and the capped run."
+    """Tables 2 (S-KLR, SVM and baseline columns), 3, 4 and 5 from one grid of cells, each S-KLR row for the converged
+    and the capped run."""
     table2, table3, table4, table5 = [], [], [], []
     for run, suffix in RUNS.items():
         second = "2ord" + suffix
@@ -212,33 +291,57 @@ def summarize_consolo(cells: pd.DataFrame, profile: str) -> dict:
         table3 += fold_means(selected(cells, second, "best"), "S-KLR", "best", run)
         table4 += timing_rows(cells, run)
     for rule in ("s3", "best"):
-        table2 += fold_means(selected(cells, "SVM", rule), "SVM", rule) + fold_means(selected(cells, "L1/2-KLR", rule), "L1/2-KLR", rule)
+        table2 += fold_means(selected(cells, "SVM", rule), "SVM", rule) + fold_means(
+            selected(cells, "L1/2-KLR", rule), "L1/2-KLR", rule
+        )
         table5 += fold_means(selected(cells, "2ord-heuristic", rule, on="test"), "S-KLR lambda=C/10", rule, "converged")
-    table2 += fold_means(selected(cells, "IVM", "best"), "IVM", "-")       # IVM-all, L1/2-SpaRSA: no column in the paper, compared in the text
+    # IVM-all, L1/2-SpaRSA: no column in the paper, compared in the text
+    table2 += fold_means(selected(cells, "IVM", "best"), "IVM", "-")
     n = len(DATASETS)
     return {"table2": with_average(table2, n), "table3": with_average(table3, n), "table4": with_average(table4, n),
             "table5": with_average(table5, n), "probabilities": probability_table(cells)}
 
 def probability_table(cells: pd.DataFrame) -> pd.DataFrame:
-    "Test log-loss, Brier score, ECE and accuracy of the models the paper's rule selects (not in the paper: it never measures them)."
+    """Test log-loss, Brier score, ECE and accuracy of the models the paper's rule selects (not in the paper: it never
+    measures them)."""
     rows = []
-    choices = [(method, config + suffix, rule, lam_zero, run) for run, suffix in RUNS.items()
-               for method, config, rule, lam_zero in [("KLR (lambda = 0)", "2ord", "best", True), ("S-KLR", "2ord", "best", False),
-                                                      ("S-KLR, sparsest of 3", "2ord", "s3", False)]]
+    choices = [
+        (method, config + suffix, rule, lam_zero, run)
+        for run, suffix in RUNS.items()
+        for method, config, rule, lam_zero in [
+            ("KLR (lambda = 0)", "2ord", "best", True),
+            ("S-KLR", "2ord", "best", False),
+            ("S-KLR, sparsest of 3", "2ord", "s3", False),
+        ]
+    ]
     for method, config, rule, lam_zero, run in choices + [("SVC + Platt", "SVC+Platt", "best", False, "-")]:
         chosen = selected(cells, config, rule, lam_zero=lam_zero)
         for dataset, g in chosen.groupby("dataset"):
-            rows += [dict(dataset=dataset, method=method, run=run, metric=m, value=g[c].mean())
-                     for m, c in (("log-loss", "test_logloss"), ("Brier", "test_brier"), ("ECE", "test_ece"), ("accuracy", "test_accuracy"),
-                                  ("ratio", "test_ratio"))]
+            rows += [
+                dict(dataset=dataset, method=method, run=run, metric=m, value=g[c].mean())
+                for m, c in (
+                    ("log-loss", "test_logloss"),
+                    ("Brier", "test_brier"),
+                    ("ECE", "test_ece"),
+                    ("accuracy", "test_accuracy"),
+                    ("ratio", "test_ratio"),
+                )
+            ]
     return pd.DataFrame(rows)
 
 # %% ../../../nbs/90_repro_consolo.ipynb #0cfa64b1
 CV = Experiment(
-    "cv", "Tables 2-5: five-fold CV over the (C, lambda) grid, S-KLR with both selection rules, the lambda-heuristic and the SVM",
-    datasets={"quick": QUICK_DATASETS, "paper": DATASETS}, configs=CONFIGS, folds=list(range(FOLDS)),
+    "cv",
+    "Tables 2-5: five-fold CV over the (C, lambda) grid, S-KLR with both selection rules, the lambda-heuristic and "
+    "the SVM",
+    datasets={"quick": QUICK_DATASETS, "paper": DATASETS},
+    configs=CONFIGS,
+    folds=list(range(FOLDS)),
     grid=GRIDS,
-    run_point=consolo_point, summarize=summarize_consolo, load=load_consolo,
-    published={"table2": "table2", "table3": "table3", "table4": "table4", "table5": "table5", "probabilities": None})
+    run_point=consolo_point,
+    summarize=summarize_consolo,
+    load=load_consolo,
+    published={"table2": "table2", "table3": "table3", "table4": "table4", "table5": "table5", "probabilities": None},
+)
 
 PROTOCOL = Protocol("consolo", "Consolo, Manno, Amaldi: sparse binary kernel logistic regression", (CV,))

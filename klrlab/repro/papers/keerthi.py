@@ -35,10 +35,17 @@ FOLDS = 5
 def load_keerthi(name, seed=0, offline=False):
     "A dataset as the paper uses it: Rätsch realisation 1 where there are realisations, else the file's own split."
     split = 1 if REGISTRY[name].realisations else None
-    return load(name, split=split, seed=seed, allow_substitute=name.startswith("a") and name.endswith("a"), allow_download=not offline)
+    return load(
+        name,
+        split=split,
+        seed=seed,
+        allow_substitute=name.startswith("a") and name.endswith("a"),
+        allow_download=not offline,
+    )
 
 def fold_data(data, fold: str, seed: int):
-    "Training and evaluation parts of a cell: 'cvK' is the K-th of five stratified folds of the training set, 'test' the test set."
+    """Training and evaluation parts of a cell: 'cvK' is the K-th of five stratified folds of the training set, 'test'
+    the test set."""
     if fold == "test": return data.X, data.y, data.X_test, data.y_test
     k = int(fold[2:])
     train, val = list(StratifiedKFold(FOLDS, shuffle=True, random_state=seed).split(data.X, data.y))[k]
@@ -71,8 +78,13 @@ def probability_point(data, cell, state):
     else:
         model, extra = platt_svc(C, gamma).fit(X, y), {}
     p = model.predict_proba(Xe)[:, 1]
-    return dict(nll=total_nll(p, ye), nll_per_point=total_nll(p, ye) / len(ye), error=float(np.mean(model.predict(Xe) != ye)),
-                n_eval=len(ye), **extra), model
+    return dict(
+        nll=total_nll(p, ye),
+        nll_per_point=total_nll(p, ye) / len(ye),
+        error=float(np.mean(model.predict(Xe) != ye)),
+        n_eval=len(ye),
+        **extra,
+    ), model
 
 # %% ../../../nbs/91_repro_keerthi.ipynb #7738b6be
 GRID_KEYS = ["C", "sigma"]
@@ -81,7 +93,13 @@ def select_by_cv(cells: pd.DataFrame) -> pd.DataFrame:
     "Per (dataset, config): the test cell at the grid point with the least mean cross-validated NLL per point."
     keys = [k for k in GRID_KEYS if k in cells]
     done = cells[cells.status == "done"]
-    cv = done[done.fold != "test"].groupby(["dataset", "config"] + keys, dropna=False).nll_per_point.mean().rename("cv_nll").reset_index()
+    cv = (
+        done[done.fold != "test"]
+        .groupby(["dataset", "config"] + keys, dropna=False)
+        .nll_per_point.mean()
+        .rename("cv_nll")
+        .reset_index()
+    )
     best = cv.loc[cv.groupby(["dataset", "config"]).cv_nll.idxmin()]
     return done[done.fold == "test"].merge(best, on=["dataset", "config"] + keys)
 
@@ -92,7 +110,10 @@ def bayes_rows(dataset: str, seed: int) -> list:
     lp = norm.logpdf(Xt[:, 0], -2, 1.0) + norm.logpdf(Xt[:, 1], 0, np.sqrt(2.0))
     ln = norm.logpdf(Xt[:, 0], 2, np.sqrt(2.0)) + norm.logpdf(Xt[:, 1], 0, 1.0)
     nll = float(-np.where(yt > 0, lp - np.logaddexp(lp, ln), ln - np.logaddexp(lp, ln)).sum())
-    return [dict(dataset=dataset, method="Bayes", metric="NLL", value=nll), dict(dataset=dataset, method="Bayes", metric="TErr", value=bayes_error_keerthi(Xt, yt))]
+    return [
+        dict(dataset=dataset, method="Bayes", metric="NLL", value=nll),
+        dict(dataset=dataset, method="Bayes", metric="TErr", value=bayes_error_keerthi(Xt, yt)),
+    ]
 
 def summarize_probabilities(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
     "The paper's table: test NLL (total) and TErr of each model at its CV-selected grid point."
@@ -108,20 +129,43 @@ def summarize_probabilities(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
 # %% ../../../nbs/91_repro_keerthi.ipynb #83dad564
 def grid(Cs, sigmas=None) -> list:
     "Grid points in warm-start order: C increasing within each width."
-    return [{"C": float(C)} for C in Cs] if sigmas is None else [{"C": float(C), "sigma": float(s)} for s in sigmas for C in Cs]
+    return (
+        [{"C": float(C)} for C in Cs]
+        if sigmas is None
+        else [{"C": float(C), "sigma": float(s)} for s in sigmas for C in Cs]
+    )
 
 TABLE3 = Experiment(
-    "table3", "Table 3: the 2-D problem, test NLL and error of Bayes, KLR and Platt's SVM",
-    datasets=["keerthi-gauss2d"], configs=["KLR", "SVM"], folds=cv_folds(),
-    grid={"quick": grid([0.1, 1.0, 10.0, 100.0], [0.5, 1.0, 2.0]), "paper": grid(np.logspace(-2, 3, 11), np.logspace(-1, 1, 11))},
-    run_point=probability_point, summarize=summarize_probabilities, load=load_keerthi, published="table3")
+    "table3",
+    "Table 3: the 2-D problem, test NLL and error of Bayes, KLR and Platt's SVM",
+    datasets=["keerthi-gauss2d"],
+    configs=["KLR", "SVM"],
+    folds=cv_folds(),
+    grid={
+        "quick": grid([0.1, 1.0, 10.0, 100.0], [0.5, 1.0, 2.0]),
+        "paper": grid(np.logspace(-2, 3, 11), np.logspace(-1, 1, 11)),
+    },
+    run_point=probability_point,
+    summarize=summarize_probabilities,
+    load=load_keerthi,
+    published="table3",
+)
 
 TABLE4 = Experiment(
-    "table4", "Table 4: test NLL and error of KLR and Platt's SVM on the benchmark sets",
-    datasets={"quick": ["banana", "raetsch-waveform"], "paper": ["banana", "image", "splice", "raetsch-waveform", "tree"]},
-    configs=["KLR", "SVM"], folds=cv_folds(),
+    "table4",
+    "Table 4: test NLL and error of KLR and Platt's SVM on the benchmark sets",
+    datasets={
+        "quick": ["banana", "raetsch-waveform"],
+        "paper": ["banana", "image", "splice", "raetsch-waveform", "tree"],
+    },
+    configs=["KLR", "SVM"],
+    folds=cv_folds(),
     grid={"quick": grid([0.1, 1.0, 10.0]), "paper": grid(np.logspace(-2, 3, 11))},
-    run_point=probability_point, summarize=summarize_probabilities, load=load_keerthi, published="table4")
+    run_point=probability_point,
+    summarize=summarize_probabilities,
+    load=load_keerthi,
+    published="table4",
+)
 
 # %% ../../../nbs/91_repro_keerthi.ipynb #9a02dd1d
 def primal_value(K, y, beta, b, C) -> float:
@@ -163,16 +207,28 @@ def smo_bfgs_point(data, cell, state):
 def summarize_table2(cells, profile):
     rows = []
     for r in cells.itertuples():
-        rows += [dict(dataset=r.dataset, log10_C=int(r.log10_C), method="SMO", metric="seconds", value=r.smo_s, iterations=r.smo_iter,
-                      certificate=r.certificate, dgap=r.dgap),
-                 dict(dataset=r.dataset, log10_C=int(r.log10_C), method="BFGS", metric="seconds", value=r.bfgs_s)]
+        rows += [
+            dict(
+                dataset=r.dataset,
+                log10_C=int(r.log10_C),
+                method="SMO",
+                metric="seconds",
+                value=r.smo_s,
+                iterations=r.smo_iter,
+                certificate=r.certificate,
+                dgap=r.dgap,
+            ),
+            dict(dataset=r.dataset, log10_C=int(r.log10_C), method="BFGS", metric="seconds", value=r.bfgs_s),
+        ]
     return pd.DataFrame(rows)
 
 # %% ../../../nbs/91_repro_keerthi.ipynb #d33c72d5
 def speedups(table: pd.DataFrame) -> pd.DataFrame:
     "BFGS time / SMO time per (dataset, log10 C), ours and the paper's."
     wide = table.pivot_table(index=["dataset", "log10_C"], columns="method", values=["ours", "paper"], dropna=False)
-    return pd.DataFrame({"ours": wide["ours", "BFGS"] / wide["ours", "SMO"], "paper": wide["paper", "BFGS"] / wide["paper", "SMO"]})
+    return pd.DataFrame(
+        {"ours": wide["ours", "BFGS"] / wide["ours", "SMO"], "paper": wide["paper", "BFGS"] / wide["paper", "SMO"]}
+    )
 
 def figure_table2(cells, table):
     "SMO and BFGS seconds against log10 C, ours (solid) and the paper's (dashed), one panel per dataset."
@@ -191,11 +247,25 @@ def figure_table2(cells, table):
     return fig
 
 TABLE2 = Experiment(
-    "table2", "Table 2: SMO against a primal quasi-Newton method (seconds)",
-    datasets={"quick": ["banana", "raetsch-waveform"], "paper": ["banana", "splice", "raetsch-waveform", "tree", "image"]},
-    configs=["SMO+BFGS"], folds=["train"],
-    grid={"quick": [{"log10_C": c, "bfgs_cap_s": 20} for c in (-2, 0, 2)], "paper": [{"log10_C": c, "bfgs_cap_s": 300} for c in range(-4, 5)]},
-    run_point=smo_bfgs_point, summarize=summarize_table2, load=load_keerthi, figure=figure_table2, published="table2", timed=True)
+    "table2",
+    "Table 2: SMO against a primal quasi-Newton method (seconds)",
+    datasets={
+        "quick": ["banana", "raetsch-waveform"],
+        "paper": ["banana", "splice", "raetsch-waveform", "tree", "image"],
+    },
+    configs=["SMO+BFGS"],
+    folds=["train"],
+    grid={
+        "quick": [{"log10_C": c, "bfgs_cap_s": 20} for c in (-2, 0, 2)],
+        "paper": [{"log10_C": c, "bfgs_cap_s": 300} for c in range(-4, 5)],
+    },
+    run_point=smo_bfgs_point,
+    summarize=summarize_table2,
+    load=load_keerthi,
+    figure=figure_table2,
+    published="table2",
+    timed=True,
+)
 
 # %% ../../../nbs/91_repro_keerthi.ipynb #ac4b1f50
 ADULT_KERNELS = {"linear": (Kernel("linear"), 0.05), "rbf": (Kernel("rbf", gamma=gamma_from_sigma(np.sqrt(10.0))), 1.0)}
@@ -214,8 +284,18 @@ def exponent(cells: pd.DataFrame, kernel: str) -> float:
     return float(np.polyfit(np.log(part.m), np.log(part.seconds), 1)[0]) if len(part) >= 2 else float("nan")
 
 def summarize_adult(cells, profile):
-    return pd.DataFrame([dict(dataset="adult", kernel=k, metric="exponent", value=exponent(cells, k), sets=int((cells.config == k).sum()))
-                         for k in ADULT_KERNELS])
+    return pd.DataFrame(
+        [
+            dict(
+                dataset="adult",
+                kernel=k,
+                metric="exponent",
+                value=exponent(cells, k),
+                sets=int((cells.config == k).sum()),
+            )
+            for k in ADULT_KERNELS
+        ]
+    )
 
 def figure_adult(cells, table):
     import matplotlib.pyplot as plt
@@ -223,7 +303,10 @@ def figure_adult(cells, table):
     for kernel, colour in (("linear", "C0"), ("rbf", "C1")):
         part = cells[cells.config == kernel].sort_values("m")
         ax.loglog(part.m, part.seconds, "o-", color=colour, label=f"{kernel}: slope {exponent(cells, kernel):.2f}")
-    ax.set_xlabel("training size m"); ax.set_ylabel("SMO seconds"); ax.legend(title="paper: slope 2.2"); fig.tight_layout()
+    ax.set_xlabel("training size m")
+    ax.set_ylabel("SMO seconds")
+    ax.legend(title="paper: slope 2.2")
+    fig.tight_layout()
     return fig
 
 ADULT = Experiment(
@@ -232,5 +315,8 @@ ADULT = Experiment(
     grid=[{}], run_point=adult_point, summarize=summarize_adult, load=load_keerthi, figure=figure_adult,
     published="scaling", timed=True)
 
-PROTOCOL = Protocol("keerthi", "Keerthi, Duan, Shevade, Poo (2002): a fast dual algorithm for kernel logistic regression",
-                    (TABLE3, TABLE4, TABLE2, ADULT))
+PROTOCOL = Protocol(
+    "keerthi",
+    "Keerthi, Duan, Shevade, Poo (2002): a fast dual algorithm for kernel logistic regression",
+    (TABLE3, TABLE4, TABLE2, ADULT),
+)
