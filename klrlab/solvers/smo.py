@@ -22,34 +22,6 @@ SCHEMES = ("box", "keerthi")
 if set(LOSS_CODES) != set(LOSSES):   # the compiled loop must know every dual that klrlab.dual defines
     raise ImportError(f"klrlab.solvers._smo knows the losses {sorted(LOSS_CODES)}, klrlab.dual {sorted(LOSSES)}")
 
-# %% ../../nbs/11_smo.ipynb #f21703ea
-def _check_scheme(scheme, loss, wss, trace):
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme={scheme!r}; accepted values: {', '.join(map(repr, SCHEMES))}")
-    if scheme == "keerthi":
-        if loss != "logistic":
-            raise ValueError("scheme='keerthi' is Keerthi et al.'s KLR algorithm: use it with loss='logistic'")
-        if wss != "first":
-            raise ValueError("scheme='keerthi' selects maximal violating pairs: use it with wss='first'")
-        if trace: raise ValueError("trace=True is not available with scheme='keerthi'")
-
-def _check_problem(cache, y, C, loss, lam, wss, tol, max_iter):
-    if not isinstance(cache, KernelCache):
-        raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or len(y) != cache.n_samples:
-        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
-    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
-        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
-    if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
-    if not (np.isfinite(lam) and lam >= 0): raise ValueError(f"lam={lam!r}; it must be a finite number >= 0")
-    if loss not in LOSSES: raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSSES))}")
-    if wss not in WSS_RULES: raise ValueError(f"wss={wss!r}; accepted values: {', '.join(map(repr, WSS_RULES))}")
-    if not (np.isfinite(tol) and tol > 0): raise ValueError(f"tol={tol!r}; it must be a number > 0")
-    if int(max_iter) != max_iter or max_iter < 0:
-        raise ValueError(f"max_iter={max_iter!r}; it must be an integer >= 0")
-    return y
-
 # %% ../../nbs/11_smo.ipynb #0765a14a
 def _start(alpha0, loss, y, lo, hi, C) -> np.ndarray:
     "The first iterate: the warm start made feasible, else zero (SVM) or equal class mass C (KLR, Keerthi's choice)."
@@ -113,6 +85,34 @@ def solve_dual(cache: KernelCache, y, C: float, loss: str = "logistic", lam: flo
                         trace=_joined_trace(traces, gap, value) if trace else None,
                         info=dict(loss=loss, wss=wss, lam=lam, lo=lo, hi=hi, status=STATUS[status],
                                   refinements=max(rounds - 1, 0), scheme=scheme, finished_by=finished_by))
+
+# %% ../../nbs/11_smo.ipynb #f21703ea
+def _check_scheme(scheme, loss, wss, trace):
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme={scheme!r}; accepted values: {', '.join(map(repr, SCHEMES))}")
+    if scheme == "keerthi":
+        if loss != "logistic":
+            raise ValueError("scheme='keerthi' is Keerthi et al.'s KLR algorithm: use it with loss='logistic'")
+        if wss != "first":
+            raise ValueError("scheme='keerthi' selects maximal violating pairs: use it with wss='first'")
+        if trace: raise ValueError("trace=True is not available with scheme='keerthi'")
+
+def _check_problem(cache, y, C, loss, lam, wss, tol, max_iter):
+    if not isinstance(cache, KernelCache):
+        raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.ndim != 1 or len(y) != cache.n_samples:
+        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
+    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
+        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
+    if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
+    if not (np.isfinite(lam) and lam >= 0): raise ValueError(f"lam={lam!r}; it must be a finite number >= 0")
+    if loss not in LOSSES: raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSSES))}")
+    if wss not in WSS_RULES: raise ValueError(f"wss={wss!r}; accepted values: {', '.join(map(repr, WSS_RULES))}")
+    if not (np.isfinite(tol) and tol > 0): raise ValueError(f"tol={tol!r}; it must be a number > 0")
+    if int(max_iter) != max_iter or max_iter < 0:
+        raise ValueError(f"max_iter={max_iter!r}; it must be an integer >= 0")
+    return y
 
 # %% ../../nbs/11_smo.ipynb #4430b7d3
 def smo_svc(X, y, C: float = 1.0, kernel: Kernel | None = None, tol: float = 1e-3, max_iter: int = 10_000_000,
