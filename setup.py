@@ -1,20 +1,22 @@
 # Only the compiled extensions live here; all metadata is in pyproject.toml.
+from pathlib import Path
+
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-# The hand-written Cython modules, by dotted name: the kernel-row cache, then one compiled loop per solver.
-CYTHON_MODULES = ["klrlab._kernels", "klrlab.solvers._smo", "klrlab.solvers._ivm"]
+# Every hand-written Cython module of the package (the kernel-row cache, one compiled loop per solver), by its path.
+CYTHON_SOURCES = sorted(p.as_posix() for p in Path("klrlab").rglob("*.pyx"))
 
 extensions = [
     Extension(
-        name,
-        [name.replace(".", "/") + ".pyx"],
+        source[: -len(".pyx")].replace("/", "."),
+        [source],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3", "-g0"],
     )
-    for name in CYTHON_MODULES
+    for source in CYTHON_SOURCES
 ]
 
 setup(
