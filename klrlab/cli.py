@@ -116,8 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         "docs",
         help="build the docs site and check it",
         description="Build the site from the notebooks' saved outputs, with Quarto (nbdev-docs) when it is "
-        """installed and the pure-Python fallback otherwise, then check that every page,
-                                      figure"""
+        "installed and the pure-Python fallback otherwise, then check that every page, figure "
         "and internal link is present. The site lands in _docs/ (and is copied to --out).",
     )
     docs.add_argument("--renderer", choices=["auto", "quarto", "fallback"], default="auto",
@@ -159,10 +158,10 @@ def _add_repro(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run a paper's experiments: every (dataset, fold, configuration, grid point) cell, in parallel "
                     "with joblib "
-                    """or on a Dask cluster, each stored under OUT/PAPER/cells/ the moment it finishes, so an
-                    interrupted run"""
-                    """resumes where it stopped: a rerun reuses every stored cell computed by the same code and
-                    recomputes"""
+                    "or on a Dask cluster, each stored under OUT/PAPER/cells/ the moment it finishes, so an "
+                    "interrupted run "
+                    "resumes where it stopped: a rerun reuses every stored cell computed by the same code and "
+                    "recomputes "
                     "only the rest. Defaults come from settings.ini (klrlab settings).",
         epilog="writes, under OUT/PAPER/:\n"
                "  EXPERIMENT.csv        ours beside the paper's published numbers (ours, paper, diff)\n"
@@ -204,12 +203,9 @@ def _add_bench(sub) -> None:
         help="time KLR against LIBSVM/LIBLINEAR anchors in the same run",
         description="Fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
                     "CalibratedClassifierCV(ensemble=False) and "
-        """LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear
-                    -- on each"""
-        """dataset with the same C, kernel, width and tolerance; report median seconds over --repeats,
-                    ratios to KLR,"""
-        """and test log-loss / Brier score of the probabilistic models. Writes OUT/bench-<time>.json with
-                    the"""
+        "LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear -- on each "
+        "dataset with the same C, kernel, width and tolerance; report median seconds over --repeats, ratios to KLR, "
+        "and test log-loss / Brier score of the probabilistic models. Writes OUT/bench-<time>.json with the "
         "environment (versions, git commit), sizes, parameters, medians and ratios.",
     )
     bench.add_argument(

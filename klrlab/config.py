@@ -50,11 +50,17 @@ class Settings:
     source: Path | None = None  # the settings.ini that was read, if any
 
 # %% ../nbs/00_config.ipynb #2017ddc0
-def _has_section(path: Path) -> bool:
+def _read(path: Path) -> configparser.ConfigParser:
+    "The parsed settings file; one that cannot be read or parsed is an error naming it (and the line)."
     parser = configparser.ConfigParser()
-    try: parser.read(path, encoding="utf-8")
-    except configparser.Error: return False
-    return parser.has_section(SETTINGS_SECTION)
+    try:
+        if not parser.read(path, encoding="utf-8"): raise SettingsError(f"cannot read settings file {path}")
+    except (configparser.Error, UnicodeDecodeError) as e:
+        raise SettingsError(f"settings file {path} cannot be read: {' '.join(str(e).split())}") from None
+    return parser
+
+def _has_section(path: Path) -> bool:
+    return _read(path).has_section(SETTINGS_SECTION)
 
 def find_settings_file(start: Path | str | None = None, env=None) -> Path | None:
     """The `settings.ini` to read: `$KLRLAB_SETTINGS`, else the nearest one above `start` (default: cwd), else beside
@@ -117,9 +123,7 @@ def load_settings(path: Path | str | None = None, env=None) -> Settings:
     path = Path(path) if path is not None else find_settings_file(env=env)
     file_values = {}
     if path is not None:
-        parser = configparser.ConfigParser()
-        if not parser.read(path, encoding="utf-8"):
-            raise SettingsError(f"cannot read settings file {path}")
+        parser = _read(path)
         if parser.has_section(SETTINGS_SECTION):
             file_values = dict(parser[SETTINGS_SECTION])
         unknown = sorted(set(file_values) - set(SETTING_KEYS))

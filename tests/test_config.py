@@ -91,3 +91,16 @@ def test_describe_lists_every_key():
     text = describe_settings(load_settings(env={}))
     for key, (_, var, _) in SETTING_KEYS.items():
         assert key in text and var in text
+
+
+@pytest.mark.parametrize("body,where", [("[klrlab]\nseed = 1\nseed = 2\n", r"line\W+3"), ("seed = 1\n", r"line\W+1"),
+                                         ("[klrlab]\nprofile = quick\n)garbage(\n", r"line\W+3")])
+def test_an_unreadable_settings_file_is_an_error_naming_it_not_skipped(tmp_path, body, where):
+    (tmp_path / "settings.ini").write_text("[klrlab]\nseed = 7\n")            # the file above it must not be used instead
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "settings.ini").write_text(body)
+    with pytest.raises(SettingsError, match=rf"{sub / 'settings.ini'} cannot be read.*{where}"):
+        find_settings_file(sub, env={})
+    with pytest.raises(SettingsError, match="cannot be read"):
+        load_settings(env={"KLRLAB_SETTINGS": str(sub / "settings.ini")})

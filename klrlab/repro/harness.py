@@ -9,7 +9,7 @@ __all__ = ['PAPERS', 'PACKAGE_DIR', 'PUBLISHED_DIR', 'NON_KEY_COLUMNS', 'PROTOCO
            'published', 'key_columns', 'SkipPoint', 'per_profile', 'load_dataset', 'Experiment', 'Protocol',
            'select_best', 'sparsest_of_top', 'Cell', 'canonical_params', 'code_fingerprint', 'cell_path', 'save_record',
            'load_record', 'run_chain', 'execute', 'RunResult', 'check_out_dir', 'expand', 'records_frame', 'compare',
-           'run', 'environment', 'get_protocol']
+           'environment', 'get_protocol', 'run']
 
 # %% ../../nbs/80_harness.ipynb #5058275b
 import hashlib
@@ -346,6 +346,38 @@ def compare(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     table["diff"] = pd.to_numeric(table["ours"], errors="coerce") - table["paper"]
     return table
 
+# %% ../../nbs/80_harness.ipynb #774cb1b4
+def environment() -> dict:
+    "Versions, machine and git commit, recorded with every run and benchmark."
+    import numpy, scipy, sklearn
+    import klrlab
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=PACKAGE_DIR).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return dict(
+        klrlab=klrlab.__version__,
+        python=platform.python_version(),
+        numpy=numpy.__version__,
+        scipy=scipy.__version__,
+        sklearn=sklearn.__version__,
+        machine=platform.machine(),
+        cpus=os.cpu_count(),
+        git_commit=commit,
+        when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+# %% ../../nbs/80_harness.ipynb #ca396816
+PROTOCOLS = {"consolo": "klrlab.repro.papers.consolo", "keerthi": "klrlab.repro.papers.keerthi"}
+
+def get_protocol(paper: str) -> Protocol:
+    "The protocol of an implemented paper."
+    if paper in PAPERS and paper not in PROTOCOLS:
+        raise ReproError(f"paper {paper!r} has no reproduction yet; implemented: {', '.join(PROTOCOLS)}")
+    _accepted("paper", paper, list(PROTOCOLS))
+    return importlib.import_module(PROTOCOLS[paper]).PROTOCOL
+
 # %% ../../nbs/80_harness.ipynb #121724a2
 def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: int | None = None, scheduler=None,
         experiments=None, datasets=None, seed: int | None = None, offline: bool = False, progress: bool = True,
@@ -398,7 +430,6 @@ def _progress(total: int, label: str, enabled: bool):
     from tqdm.auto import tqdm
     return tqdm(total=total, desc=f"{label}: cells", unit="cell", disable=not enabled or total == 0)
 
-# %% ../../nbs/80_harness.ipynb #30edb3e2
 def _write_outputs(protocol, result, runnable, records, profile) -> None:
     folder = result.out
     for exp in protocol.experiments:
@@ -443,35 +474,3 @@ def _write_run_info(result, seed, fingerprint, n_jobs, scheduler) -> None:
         **environment(),
     )
     _atomic_write_text(result.out / "run.json", json.dumps(info, indent=1))
-
-# %% ../../nbs/80_harness.ipynb #774cb1b4
-def environment() -> dict:
-    "Versions, machine and git commit, recorded with every run and benchmark."
-    import numpy, scipy, sklearn
-    import klrlab
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=PACKAGE_DIR).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    return dict(
-        klrlab=klrlab.__version__,
-        python=platform.python_version(),
-        numpy=numpy.__version__,
-        scipy=scipy.__version__,
-        sklearn=sklearn.__version__,
-        machine=platform.machine(),
-        cpus=os.cpu_count(),
-        git_commit=commit,
-        when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    )
-
-# %% ../../nbs/80_harness.ipynb #ca396816
-PROTOCOLS = {"consolo": "klrlab.repro.papers.consolo", "keerthi": "klrlab.repro.papers.keerthi"}
-
-def get_protocol(paper: str) -> Protocol:
-    "The protocol of an implemented paper."
-    if paper in PAPERS and paper not in PROTOCOLS:
-        raise ReproError(f"paper {paper!r} has no reproduction yet; implemented: {', '.join(PROTOCOLS)}")
-    _accepted("paper", paper, list(PROTOCOLS))
-    return importlib.import_module(PROTOCOLS[paper]).PROTOCOL
