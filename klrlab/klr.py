@@ -48,9 +48,10 @@ def _constraints(*names) -> dict:
     "The base's constraints of the parameters an estimator shares with it."
     return {name: BaseKernelClassifier._parameter_constraints[name] for name in names}
 
-def _kernel_evals(kernel, K) -> int:
-    "Kernel values a solve on the whole matrix K computed (none for a precomputed kernel)."
-    return 0 if kernel.name == "precomputed" else K.size
+def _solve_on_matrix(solve, kernel, X, y, *options):
+    "A solver that reads the whole kernel matrix of X, with the kernel values computed for it counted in its result."
+    K = kernel(X)
+    return replace(solve(K, y, *options), n_kernel_evals=0 if kernel.name == "precomputed" else K.size)
 
 # %% ../nbs/20_klr.ipynb #8cdb926d
 _PAPER_BOX = dict(bound_eps=1e-5, bound_eps_mode="absolute", tol=1e-5)
@@ -143,9 +144,8 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
         return self._fit(X, y)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
-        K = kernel(X)
-        result = solve_ivm(K, y, self.C, self.tol, self.max_import, self.n_candidates, self.random_state)
-        return replace(result, n_kernel_evals=_kernel_evals(kernel, K))
+        return _solve_on_matrix(solve_ivm, kernel, X, y, self.C, self.tol, self.max_import, self.n_candidates,
+                                self.random_state)
 
     @property
     def n_import_(self) -> int:
@@ -180,9 +180,7 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
         return self._fit(X, y)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
-        K = kernel(X)
-        result = solve_half_thresholding(K, y, self.C, self.tol, self.max_iter, self.step)
-        return replace(result, n_kernel_evals=_kernel_evals(kernel, K))
+        return _solve_on_matrix(solve_half_thresholding, kernel, X, y, self.C, self.tol, self.max_iter, self.step)
 
     @property
     def relative_decrease_(self) -> float:

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from sklearn.base import _fit_context
+from sklearn.datasets import make_classification
 from sklearn.utils._param_validation import Interval
 from numbers import Real
 
@@ -75,3 +76,18 @@ def blobs():
     X = np.r_[rng.normal(-1.5, 1, (30, 2)), rng.normal(1.5, 1, (30, 2))]
     y = np.array([0] * 30 + [1] * 30)
     return X, y
+
+
+def problem(seed, n=120, imbalance=0.5):
+    "A small binary problem with labels -1/+1 and features scaled to [0, 1] (weights: the share of the -1 class)."
+    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X, np.where(y == 1, 1.0, -1.0)
+
+
+@pytest.fixture(scope="module")
+def data():
+    "100 training and 60 test points of a 4-feature binary problem (labels 0/1), features scaled to [0, 1]."
+    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0))
+    return X[:100], y[:100], X[100:], y[100:]

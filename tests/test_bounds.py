@@ -1,17 +1,11 @@
 """Consolo et al.'s bound (21) on lambda: at the bound every minority-class alpha sits at its upper bound."""
-import numpy as np
 import pytest
-from sklearn.datasets import make_classification
 
 from klrlab.bounds import lambda_upper_bound
 from klrlab.kernels import Kernel
 from klrlab.klr import KernelLogisticRegression
 
-
-def problem(seed, n=120, imbalance=0.5):
-    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X, np.where(y == 1, 1.0, -1.0)
+from conftest import problem
 
 
 @pytest.mark.parametrize("C", [1.0, 10.0])

@@ -1,16 +1,11 @@
 """TemperatureScaled: predict unchanged, probabilities consistent with it, overconfidence repaired, clear errors."""
 import numpy as np
 import pytest
-from sklearn.datasets import make_classification
 
 from klrlab.calibration import TemperatureScaled
 from klrlab.klr import KernelLogisticRegression
 
-
-def problem(seed, n=120, imbalance=0.5):
-    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X, np.where(y == 1, 1.0, -1.0)
+from conftest import problem
 
 
 def test_temperature_scaling_keeps_predict_and_repairs_overconfidence():

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.special import expit
-from sklearn.datasets import make_classification
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -20,6 +19,8 @@ from klrlab.kernels import Kernel, rbf_kernel
 from klrlab.klr import PRESETS, fit_half_thresholding_many
 from klrlab.solvers.half_thresholding import half_threshold
 from klrlab.solvers.smo import solve_path
+
+from conftest import problem
 
 
 @pytest.fixture(scope="module")
@@ -264,12 +265,6 @@ def test_every_estimator_has_the_same_fitted_attributes(gauss):
         )  # views, not attributes set at run time
 
 
-def problem(seed, n=120, imbalance=0.5):
-    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X, np.where(y == 1, 1.0, -1.0)
-
-
 def test_lambda_zero_is_klr():
     X, y = problem(7)
     sparse = KernelLogisticRegression.from_preset("KLR-2ord", C=5.0, gamma=0.5, tol=1e-9).fit(X, y)
@@ -318,13 +313,6 @@ def test_warm_start_along_a_grid_reaches_the_cold_optimum():
         cold = KernelLogisticRegression(gamma=0.5, C=C, lam=lam, tol=1e-8).fit(X, y)
         assert warm.converged_ and cold.converged_
         assert abs(warm.objective_ - cold.objective_) <= 1e-8 * abs(cold.objective_)
-
-
-@pytest.fixture(scope="module")
-def data():
-    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X[:100], y[:100], X[100:], y[100:]
 
 
 def test_ivm_imports_a_duplicated_point_once(data):

@@ -297,6 +297,14 @@ cdef inline bint on_bound(double a, double lo, double hi) noexcept nogil:
     return a <= lo or a >= hi
 
 
+cdef inline void apply_and_regroup(const double[::1] y, double[::1] alpha, double[::1] F, unsigned char[::1] nbg,
+                                   Py_ssize_t i, Py_ssize_t j, PairStep step, double lo, double hi) noexcept nogil:
+    "Take the step, then file both indices by where they landed: the near-boundary group NBG if on the box."
+    apply_pair(y, alpha, F, i, j, step, lo, hi)
+    nbg[i] = on_bound(alpha[i], lo, hi)
+    nbg[j] = on_bound(alpha[j], lo, hi)
+
+
 cdef void normal_extremes(const double[::1] y, const double[::1] alpha, const double[::1] F,
                           const unsigned char[::1] nbg, double C, double lam, Py_ssize_t* i_max, Py_ssize_t* i_min,
                           double* s_max, double* s_min) noexcept nogil:
@@ -357,10 +365,8 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                     status = 2
                     stop = True
                     break
-                apply_pair(y, alpha, F, i, j, step, lo, hi)
+                apply_and_regroup(y, alpha, F, nbg, i, j, step, lo, hi)
                 it += 1
-                nbg[i] = on_bound(alpha[i], lo, hi)
-                nbg[j] = on_bound(alpha[j], lo, hi)
             if stop:
                 break
             changed = False   # outer pass over NBG
@@ -388,10 +394,8 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                         status = 1
                         stop = True
                         break
-                    apply_pair(y, alpha, F, a, b, step, lo, hi)
+                    apply_and_regroup(y, alpha, F, nbg, a, b, step, lo, hi)
                     it += 1
-                    nbg[a] = on_bound(alpha[a], lo, hi)
-                    nbg[b] = on_bound(alpha[b], lo, hi)
                     if not nbg[k]:
                         changed = True
                         break

@@ -3,18 +3,10 @@ solver's record, and the lockstep grid solve against solves one by one."""
 import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
-from sklearn.datasets import make_classification
 
 from klrlab.kernels import Kernel
 from klrlab.solvers.half_thresholding import (bordered_norm_squared, half_threshold, solve_half_thresholding,
                                               solve_half_thresholding_many)
-
-
-@pytest.fixture(scope="module")
-def data():
-    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X[:100], y[:100], X[100:], y[100:]
 
 
 @pytest.mark.parametrize("mu", [0.05, 0.7, 2.0])

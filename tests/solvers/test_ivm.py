@@ -2,19 +2,11 @@
 against NumPy and its shape errors, sampled candidates' scores, and the solver's record."""
 import numpy as np
 import pytest
-from sklearn.datasets import make_classification
 
 from klrlab.kernels import Kernel
 from klrlab.reference import one_newton_step_value
 from klrlab.solvers._ivm import add_candidate_losses
 from klrlab.solvers.ivm import _newton_fit, _one_step_values, solve_ivm
-
-
-@pytest.fixture(scope="module")
-def data():
-    X, y = make_classification(160, 4, n_informative=3, n_redundant=0, flip_y=0.05, random_state=0)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X[:100], y[:100], X[100:], y[100:]
 
 
 @pytest.mark.parametrize("m, C, block_rows", [(0, 1.0, 256), (1, 0.3, 256), (4, 3.0, 7), (12, 30.0, 1)])

@@ -14,6 +14,8 @@ from klrlab.reference import (primal_28, primal_klr, reference_objective, refere
                               stationarity_violation)
 from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
+from conftest import problem
+
 
 def problems():
     X1, y1, _, _ = make_keerthi_gaussians(150, 10, seed=3)
@@ -207,12 +209,6 @@ def test_keerthi_scheme_bad_combinations(kwargs, match):
     X, y, gamma = PROBLEMS["keerthi"]
     with pytest.raises(ValueError, match=match):
         solve_dual(Kernel("rbf", gamma=gamma).cache(X), y, 1.0, **kwargs)
-
-
-def problem(seed, n=120, imbalance=0.5):
-    X, y = make_classification(n, 5, n_informative=3, weights=[imbalance], flip_y=0.05, random_state=seed)
-    X = (X - X.min(0)) / (X.max(0) - X.min(0))
-    return X, np.where(y == 1, 1.0, -1.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
