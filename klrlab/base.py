@@ -8,6 +8,7 @@ Docs: https://klrlab.github.io/klrlab/base.html.md"""
 __all__ = ['Certificate', 'SolverResult', 'BaseKernelClassifier']
 
 # %% ../nbs/03_base.ipynb #7f582df9
+import inspect
 import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -115,9 +116,26 @@ def _prepare(self, X, y):
         raise ValueError(f"Only binary classification is supported: {type(self).__name__} is a binary classifier "
                          f"and y has {len(classes)} classes {list(classes)}")
     self.classes_ = classes
+    self._warn_unused_parameters()
     self._kernel = Kernel.from_params(self.kernel, getattr(self, "gamma", "scale"), getattr(self, "degree", 3),
                                       getattr(self, "coef0", 0.0), X)
     return X, y
+
+def _unused_parameters(self) -> list:
+    "(name, reason) of every parameter the fit will not use: kernel parameters the kernel does not take, by default."
+    kernel = getattr(self, "kernel", None)
+    unused = [] if kernel == "poly" else ["degree", "coef0"]
+    if kernel in ("linear", "precomputed"): unused.append("gamma")
+    if kernel == "precomputed": unused.append("cache_size")           # the matrix is read in place: nothing to cache
+    return [(name, f"kernel={kernel!r} does not use it") for name in unused]
+
+def _warn_unused_parameters(self) -> None:
+    "Warn for each parameter set away from its default that this fit will not use: a silent no-op hides a mistake."
+    params, defaults = self.get_params(deep=False), inspect.signature(type(self).__init__).parameters
+    for name, reason in self._unused_parameters():
+        if name in params and name in defaults and params[name] != defaults[name].default:
+            warnings.warn(f"{type(self).__name__}: {name}={params[name]!r} has no effect: {reason}", UserWarning,
+                          stacklevel=4)
 
 def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
     "The previous fit's alpha per problem, rescaled to the new C, when warm-started on a problem of the same shape."
@@ -165,6 +183,10 @@ def _getstate(self):
     return state
 
 BaseKernelClassifier._prepare, BaseKernelClassifier._warm_alpha, BaseKernelClassifier._fit = _prepare, _warm_alpha, _fit
+BaseKernelClassifier._unused_parameters, BaseKernelClassifier._warn_unused_parameters = (
+    _unused_parameters,
+    _warn_unused_parameters,
+)
 BaseKernelClassifier._kernel_cache, BaseKernelClassifier.__getstate__ = _kernel_cache, _getstate
 
 # %% ../nbs/03_base.ipynb #c94cf01b

@@ -8,12 +8,16 @@ Docs: https://klrlab.github.io/klrlab/calibration.html.md"""
 __all__ = ['TemperatureScaled']
 
 # %% ../nbs/22_calibration.ipynb #b2ea70a3
+from numbers import Integral
+
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context, clone
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .klr import KernelLogisticRegression
 
@@ -22,17 +26,23 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
     """Wrap a binary classifier with a decision_function: P(+1|x) = sigmoid(f(x) / T), T > 0 fitted on out-of-fold
     decision values."""
 
+    _parameter_constraints: dict = {"estimator": [None, HasMethods(["fit", "decision_function"])],
+                                    "cv": [Interval(Integral, 2, None, closed="left")],
+                                    "random_state": ["random_state"]}
+
     def __init__(self, estimator=None, cv: int = 5, random_state: int = 0):
         self.estimator, self.cv, self.random_state = estimator, cv, random_state
 
+    @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
+        "Fit T on out-of-fold decision values (stratified `cv`-fold), then the estimator on all of (X, y)."
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
-        y = np.asarray(y)
+        X, y = validate_data(self, X, y, dtype=None)     # the estimator checks X in detail; y must be 1-D labels
+        check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) != 2:
-            raise ValueError(f"TemperatureScaled is binary; y has {len(self.classes_)} class(es)")
-        if not (isinstance(self.cv, int) and self.cv >= 2):
-            raise ValueError(f"cv={self.cv!r}; it must be an integer >= 2")
+            raise ValueError(f"Only binary classification is supported: TemperatureScaled is binary and y has "
+                             f"{len(self.classes_)} class(es) {list(self.classes_)}")
         folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
         f = cross_val_predict(clone(base), X, y, cv=folds, method="decision_function")
         sign = np.where(y == self.classes_[1], 1.0, -1.0)
@@ -42,12 +52,21 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X):
+        "The wrapped estimator's decision values: the temperature does not change them, nor `predict`."
         check_is_fitted(self)
         return self.estimator_.decision_function(X)
 
     def predict(self, X):
+        "The wrapped estimator's prediction (the class of the sign of f)."
+        check_is_fitted(self)
         return self.estimator_.predict(X)
 
     def predict_proba(self, X):
+        "sigmoid(f / T) and its complement, without underflow."
         z = self.decision_function(X) / self.temperature_
         return np.column_stack([np.exp(log_expit(-z)), np.exp(log_expit(z))])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags

@@ -74,21 +74,44 @@ def _print_table(name: str, table) -> None:
     with pd.option_context("display.max_rows", 200, "display.width", 200, "display.precision", 4):
         print(f"\n== {name}\n{table.to_string(index=False)}")
 
+def _repro_plan(args) -> dict:
+    "Which datasets each paper runs: with `all`, a dataset filter applies to the papers that have the dataset."
+    from klrlab.config import load_settings
+    from klrlab.repro.harness import PROTOCOLS, ReproError, datasets_of, get_protocol
+    wanted = _csv_list(args.datasets)
+    if args.paper != "all": return {args.paper: wanted}
+    if not wanted: return dict.fromkeys(PROTOCOLS)
+    profile = args.profile or load_settings().profile
+    known = {paper: set(datasets_of(get_protocol(paper), profile)) for paper in PROTOCOLS}
+    unknown = [d for d in wanted if not any(d in names for names in known.values())]
+    if unknown:
+        raise ReproError(f"unknown dataset(s) {', '.join(unknown)} for the {profile} profile of every paper; "
+                         f"accepted values: {', '.join(sorted(set().union(*known.values())))}")
+    return {paper: [d for d in wanted if d in names] for paper, names in known.items() if names & set(wanted)}
+
+def _print_run(paper: str, result) -> None:
+    for name, table in result.tables.items():   # the paper's rows we have no number for stay in the CSV only
+        _print_table(f"{paper} {name}", table.dropna(subset=["ours"]) if "ours" in table else table)
+    for row in result.skipped.itertuples():
+        shown = "; its stored results are shown (source = stored)" if row.stored_shown else ""
+        print(f"skipped {paper} {row.experiment} {row.dataset}: {row.reason}{shown}")
+    print(f"\n{paper}: {result.computed} cell(s) computed, {result.reused} reused, {result.seconds:.0f} s; "
+          f"tables, cells and figures in {result.out}")
+
 def cmd_repro(args) -> int:
     "Reproduce one paper (or all implemented ones); print ours beside the paper's and what was skipped."
-    from klrlab.repro.harness import PROTOCOLS, run
-    papers = list(PROTOCOLS) if args.paper == "all" else [args.paper]
-    for paper in papers:
-        result = run(paper, profile=args.profile, out=args.out, n_jobs=args.jobs, scheduler=args.scheduler,
-                     experiments=_csv_list(args.experiments), datasets=_csv_list(args.datasets), offline=args.offline,
-                     configs=_csv_list(args.configs),
-                     progress=not args.quiet)
-        for name, table in result.tables.items():   # the paper's rows we have no number for stay in the CSV only
-            _print_table(f"{paper} {name}", table.dropna(subset=["ours"]) if "ours" in table else table)
-        for row in result.skipped.itertuples():
-            print(f"skipped {paper} {row.experiment} {row.dataset}: {row.reason}")
-        print(f"\n{paper}: {result.computed} cell(s) computed, {result.reused} reused, {result.seconds:.0f} s; "
-              f"tables, cells and figures in {result.out}")
+    from klrlab.repro.harness import run, store_cells
+    for paper, datasets in _repro_plan(args).items():
+        try:
+            result = run(paper, profile=args.profile, out=args.out, n_jobs=args.jobs, scheduler=args.scheduler,
+                         experiments=_csv_list(args.experiments), datasets=datasets, offline=args.offline,
+                         configs=_csv_list(args.configs), progress=not args.quiet)
+        except KeyboardInterrupt:
+            print(f"\nklrlab repro: interrupted; the cells of {paper} finished so far are kept: run the same command "
+                  "again to resume where it stopped", file=sys.stderr)
+            return 130
+        _print_run(paper, result)
+        if args.store: print(f"stored the computed cells in {store_cells(result, args.store)}")
     return 0
 
 def cmd_bench(args) -> int:
@@ -172,7 +195,8 @@ def _add_repro(sub) -> None:
                "without\n"
                "a mirror, only generated sets and scikit-learn's bundled data remain, and the rest are listed as "
                "skipped.\n"
-               "exit codes: 0 done, 2 bad input (unknown paper or profile, unwritable --out, unreachable scheduler).")
+               "exit codes: 0 done, 2 bad input (unknown paper, profile, dataset or configuration, unwritable --out,\n"
+               "unreachable scheduler), 130 interrupted (finished cells are kept: rerun to resume).")
     repro.add_argument("paper", choices=sorted(PROTOCOLS) + ["all"], metavar="PAPER",
                        help=f"the paper to reproduce: {', '.join(sorted(PROTOCOLS))}, or all")
     repro.add_argument(
@@ -195,6 +219,8 @@ def _add_repro(sub) -> None:
     repro.add_argument("--configs", metavar="NAMES", help="comma-separated configurations (e.g. 2ord,SVM); default all")
     repro.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
+    repro.add_argument("--store", metavar="DIR", help="merge the computed cells into DIR/PAPER_PROFILE_cells.csv.gz "
+                       "(the results kept with the notebooks: nbs/results)")
     repro.set_defaults(func=cmd_repro)
 
 def _add_bench(sub) -> None:
@@ -226,10 +252,13 @@ def _add_bench(sub) -> None:
     bench.set_defaults(func=cmd_bench)
 
 def main(argv=None) -> int:
-    "Run the `klrlab` command; returns the exit code."
+    "Run the `klrlab` command; returns the exit code (2 for bad input, 130 when interrupted)."
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SettingsError, ValueError, RuntimeError) as e:  # DatasetError and ReproError are ValueErrors
-        print(f"klrlab {args.command}: {e}", file=sys.stderr)
+    except (SettingsError, ValueError, RuntimeError, OSError) as e:  # DatasetError and ReproError are ValueErrors
+        print(f"klrlab {args.command}: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\nklrlab {args.command}: interrupted", file=sys.stderr)
+        return 130

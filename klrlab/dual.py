@@ -28,6 +28,9 @@ def box(loss: str, C: float, bound_eps: float | None = None) -> tuple:
 def lower_bound(C: float, lam: float, bound_eps: float | None = None, bound_eps_mode: str = "relative") -> float | None:
     "The KLR box's lower bound from the estimators' convention (None: Keerthi's negligible mu C, chosen by `box`)."
     if bound_eps is None:
+        if bound_eps_mode == "absolute":   # nothing to read absolutely: refuse rather than ignore the mode
+            raise ValueError("bound_eps_mode='absolute' needs bound_eps (the paper's absolute gamma is 1e-5); "
+                             "give bound_eps, or leave bound_eps_mode='relative'")
         return None if lam == 0 else SPARSE_BOUND * C
     eps = bound_eps * C if bound_eps_mode == "relative" else float(bound_eps)
     if not eps < C / 2:

@@ -9,6 +9,7 @@ __all__ = ['PRESETS', 'LogisticProbabilities', 'KernelLogisticRegression', 'Impo
            'fit_half_thresholding_many']
 
 # %% ../nbs/20_klr.ipynb #636ee841
+import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
@@ -19,6 +20,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_X_y
 
 from .base import BaseKernelClassifier
+from .bounds import SaturationWarning, saturated_class
 from .dual import lower_bound
 from .solvers.half_thresholding import solve_half_thresholding, solve_half_thresholding_many
 from .solvers.ivm import solve_ivm
@@ -110,8 +112,18 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
-        return solve_dual(cache, y, self.C, loss="logistic", lam=self._resolved_lam(), wss=self.wss, tol=self.tol,
-                          max_iter=self.max_iter, bound_eps=self._lower_bound(), alpha0=alpha0, scheme=self.scheme)
+        lam = self._resolved_lam()
+        result = solve_dual(cache, y, self.C, loss="logistic", lam=lam, wss=self.wss, tol=self.tol,
+                            max_iter=self.max_iter, bound_eps=self._lower_bound(), alpha0=alpha0, scheme=self.scheme)
+        if lam > 0 and (label := saturated_class(result.alpha, y, result.info["hi"])) is not None:
+            warnings.warn(
+                f"lam={lam:g} saturates the model: every alpha of the class labelled {label:+.0f} here sits at "
+                "its upper bound (Consolo et al.'s Proposition 1), so the fit no longer depends on where those "
+                "points lie; lower lam (klrlab.bounds.lambda_upper_bound gives the bound (21))",
+                SaturationWarning,
+                stacklevel=4,
+            )
+        return result
 
     def _support(self, result):
         "Points whose alpha is above the lower bound (Consolo et al.: alpha_i <= gamma counts as zero)."
@@ -146,6 +158,12 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return _solve_on_matrix(solve_ivm, kernel, X, y, self.C, self.tol, self.max_import, self.n_candidates,
                                 self.random_state)
+
+    def _unused_parameters(self) -> list:
+        unused = super()._unused_parameters()
+        if self.n_candidates is None:
+            unused.append(("random_state", "with n_candidates=None every candidate is scored"))
+        return unused
 
     @property
     def n_import_(self) -> int:

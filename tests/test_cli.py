@@ -69,6 +69,12 @@ def test_cli_repro_help_documents_everything(capsys):
         (["repro", "keerthi", "--profile", "full"], "invalid choice"),
         (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
         (["bench", "--datasets", "nope"], "unknown dataset"),
+        (["repro", "consolo", "--datasets", "nosuchset"], "unknown dataset of consolo's quick profile 'nosuchset'"),
+        (["repro", "all", "--datasets", "wisconsin,nosuchset"], "unknown dataset(s) nosuchset"),
+        (["repro", "consolo", "--configs", "3ord"], "unknown configuration of consolo '3ord'"),
+        (["repro", "keerthi", "--experiments", "table9"], "unknown experiment of keerthi 'table9'"),
+        (["repro", "keerthi", "--jobs", "-5"], "n_jobs = -5"),
+        (["repro", "keerthi", "--jobs", "0"], "n_jobs = 0"),
     ],
 )
 def test_cli_bad_input(argv, message, capsys):
@@ -88,3 +94,22 @@ def test_cli_bench_writes_a_json_record(tmp_path, capsys):
     assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
     assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
     assert "ratio = method / KLR" in capsys.readouterr().out
+
+
+def test_interrupted_repro_says_how_to_resume_in_one_line(monkeypatch, capsys):
+    import klrlab.repro.harness as harness
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(harness, "run", interrupted)
+    assert main(["repro", "keerthi", "--quiet"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "interrupted" in err and "run the same command again to resume" in err
+    assert "Traceback" not in err
+
+
+def test_repro_with_a_dataset_filter_on_all_runs_only_the_papers_that_have_it(tmp_path, capsys):
+    assert main(["repro", "all", "--datasets", "keerthi-gauss2d", "--experiments", "table3", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "keerthi table3" in out and "consolo" not in out

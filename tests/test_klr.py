@@ -494,3 +494,52 @@ def test_half_thresholding_grid_bad_input(data, models, subsets, message):
     if subsets == "other classes": y = np.r_[y[:50], y[50:] + 1]; subsets = [np.arange(50), np.arange(50, 100)]
     with pytest.raises(ValueError, match=message):
         fit_half_thresholding_many(models, X, y, subsets)
+
+
+# ---------------------------------------------------------------- no silent parameters
+
+PERFORMANCE_ONLY = {"cache_size", "warm_start"}     # they change what a fit costs, never the model it returns
+SWEEP = {
+    KernelLogisticRegression: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, lam=0.5, wss="first",
+                                   tol=1e-3, max_iter=5, bound_eps=1e-3, bound_eps_mode="absolute", scheme="keerthi"),
+    ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-1, max_import=3, n_candidates=5,
+                              random_state=1),
+    HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-2, max_iter=5, step="fixed"),
+}
+
+
+@pytest.mark.parametrize("estimator,name", [(e, n) for e, values in SWEEP.items() for n in values])
+def test_no_parameter_is_silently_ignored(gauss, estimator, name):
+    "Set alone away from its default, every parameter changes the model, or a warning or an error names it."
+    X, y, Xt, _ = gauss
+    assert set(SWEEP[estimator]) | PERFORMANCE_ONLY >= set(estimator().get_params())     # the sweep covers them all
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = estimator().fit(X, y).decision_function(Xt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            changed = estimator(**{name: SWEEP[estimator][name]}).fit(X, y).decision_function(Xt)
+        except ValueError as error:
+            assert name in str(error), error
+            return
+    named = [w for w in caught if f"{name}=" in str(w.message)]
+    assert named or not np.array_equal(changed, default), f"{name} changed nothing and no warning named it"
+
+
+def test_bound_eps_mode_without_bound_eps_is_refused(gauss):
+    X, y, _, _ = gauss
+    with pytest.raises(ValueError, match="bound_eps_mode='absolute' needs bound_eps"):
+        KernelLogisticRegression(lam=1.0, bound_eps_mode="absolute").fit(X, y)
+
+
+def test_lam_past_the_bound_warns_that_the_model_is_saturated():
+    from klrlab.bounds import SaturationWarning, lambda_upper_bound
+    X, y = problem(14, n=80, imbalance=0.3)
+    lam = 5 * lambda_upper_bound(X, y, 1.0, Kernel("rbf", gamma=0.5))
+    with pytest.warns(SaturationWarning, match=r"lam=.* saturates the model: every alpha of the class labelled -1"):
+        model = KernelLogisticRegression(C=1.0, gamma=0.5, lam=lam).fit(X, y)
+    assert np.all((model.predict_proba(X)[:, 1] < 1e-6) | (model.predict_proba(X)[:, 1] > 1 - 1e-6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SaturationWarning)
+        KernelLogisticRegression(C=1.0, gamma=0.5, lam=0.1).fit(X, y)            # well inside the range: quiet

@@ -23,6 +23,7 @@ from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.svm import SVC
 
+from ...bounds import SaturationWarning
 from ...datasets import load
 from ...klr import HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression, fit_half_thresholding_many
 from ..harness import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
@@ -164,6 +165,7 @@ def consolo_point(data, cell, state):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)       # recorded as `converged` below
+            warnings.simplefilter("ignore", SaturationWarning)        # the paper's grid reaches lam = C on purpose
             if l12:
                 state = l12_fits(cell, X, y, fit, state)
                 (val_model, full_model), seconds = state["models"][C], state["seconds"]
