@@ -8,8 +8,9 @@ Docs: https://klrlab.github.io/klrlab/harness.html.md"""
 __all__ = ['PAPERS', 'PACKAGE_DIR', 'PUBLISHED_DIR', 'NON_KEY_COLUMNS', 'PROTOCOLS', 'RESULTS_DIR', 'ReproError',
            'published_tables', 'published', 'key_columns', 'SkipPoint', 'per_profile', 'load_dataset', 'Experiment',
            'Protocol', 'select_best', 'sparsest_of_top', 'Cell', 'canonical_params', 'code_fingerprint', 'cell_path',
-           'save_record', 'load_record', 'run_chain', 'execute', 'RunResult', 'check_out_dir', 'datasets_of', 'expand',
-           'records_frame', 'compare', 'environment', 'get_protocol', 'stored_cells', 'store_cells', 'run']
+           'save_record', 'load_record', 'loadable', 'run_chain', 'execute', 'RunResult', 'check_out_dir',
+           'datasets_of', 'expand', 'records_frame', 'compare', 'environment', 'get_protocol', 'stored_cells',
+           'store_cells', 'run']
 
 # %% ../../nbs/80_harness.ipynb #5058275b
 import hashlib
@@ -200,6 +201,12 @@ def load_record(store: Path, cell: Cell, fingerprint: str) -> dict | None:
 @lru_cache(maxsize=8)
 def _cached_load(load: Callable, name: str, seed: int, offline: bool):
     return load(name, seed=seed, offline=offline)
+
+def loadable(name: str, load: Callable = load_dataset, seed: int = 0) -> bool:
+    "Whether dataset `name` can be had here without a download: cached, in a mirror, generated, or bundled."
+    try: _cached_load(load, name, seed, True)
+    except DatasetUnavailable: return False
+    return True
 
 def run_chain(
     experiment: Experiment, cells: Sequence[Cell], store: str | None, fingerprint: str, offline: bool = False
