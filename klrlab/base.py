@@ -29,9 +29,9 @@ from .kernels import KERNELS, Kernel, check_precomputed_kernel
 class Certificate:
     """An optimality measure `measure` (e.g. 'kkt_violation', 'dual_gap') with its `value` and the `tol` it was checked
     against."""
-    measure: str
-    value: float
-    tol: float
+    measure: str  # what is measured: 'kkt_violation', 'dual_gap', 'relative_decrease', ...
+    value: float  # its value at the solution returned
+    tol: float  # the tolerance it was checked against
 
     @property
     def satisfied(self) -> bool:
@@ -45,19 +45,17 @@ class Certificate:
 @dataclass
 class SolverResult:
     "What a solver returns: its solution `alpha`, the `bias`, its `certificate`, and the work it took."
-    # the solver's variables: the dual alpha (y_i alpha_i weights x_i), or primal coefficients
-    alpha: np.ndarray
-    bias: float
-    certificate: Certificate
-    n_iter: int
-    n_kernel_evals: int
-    converged: bool
-    objective: float = float("nan")
-    trace: dict | None = None   # per-iteration columns, e.g. {'objective': [...], 'kkt_violation': [...]}
-    info: dict = field(default_factory=dict)     # solver-specific extras (e.g. the working-set rule used)
-    coef: np.ndarray | None = None       # f(x) = sum_i coef_i k(x_i, x) + bias; None: the dual's coef_i = y_i alpha_i
-    # the points the model keeps, in the solver's order; None: the estimator decides
-    support: np.ndarray | None = None
+    alpha: np.ndarray  # the solver's variables: the dual alpha (y_i alpha_i weights x_i), or primal coefficients
+    bias: float  # b of f(x) = sum_i coef_i k(x_i, x) + b
+    certificate: Certificate  # the optimality measure the solver stopped on
+    n_iter: int  # iterations taken
+    n_kernel_evals: int  # kernel values computed
+    converged: bool  # whether the certificate holds
+    objective: float = float("nan")  # the objective at the solution
+    trace: dict | None = None  # per-iteration columns, e.g. {'objective': [...]}
+    info: dict = field(default_factory=dict)  # solver-specific extras (e.g. the working-set rule used)
+    coef: np.ndarray | None = None  # f(x) = sum_i coef_i k(x_i, x) + bias; None: the dual's coef_i = y_i alpha_i
+    support: np.ndarray | None = None  # the points the model keeps, in the solver's order; None: the estimator decides
 
     def __post_init__(self):
         self.alpha = np.asarray(self.alpha, dtype=np.float64)

@@ -15,8 +15,15 @@ from .kernels import Kernel
 from .solvers.smo import solve_dual
 
 # %% ../nbs/21_bounds.ipynb #e4c2bea2
-def lambda_upper_bound(X, y, C: float, kernel: Kernel | None = None, bound_eps: float = 1e-5,
-                       bound_eps_mode: str = "absolute", tol: float = 1e-8) -> float:
+def lambda_upper_bound(
+    X,  # training points (n, p)
+    y,  # labels in {-1, +1}
+    C: float,  # the regularisation weight
+    kernel: Kernel | None = None,  # the kernel (default: rbf with gamma = 1 / (p Var X))
+    bound_eps: float = 1e-5,  # the box's lower bound gamma
+    bound_eps_mode: str = "absolute",  # 'absolute' (the paper's) or 'relative'
+    tol: float = 1e-8,  # tolerance of the lambda = 0 solve
+) -> float:  # the bound (21)
     "Consolo et al.'s (21): the lambda beyond which every minority-class alpha sits at its upper bound C - gamma."
     y = np.asarray(y, dtype=np.float64)
     if set(np.unique(y)) != {-1.0, 1.0}: raise ValueError("y must hold the labels -1 and +1")
@@ -33,7 +40,11 @@ def lambda_upper_bound(X, y, C: float, kernel: Kernel | None = None, bound_eps: 
 class SaturationWarning(UserWarning):
     "lam is so large that a whole class sits at the upper bound: the model no longer depends on where its points lie."
 
-def saturated_class(alpha, y, hi: float) -> float | None:
+def saturated_class(
+    alpha,  # a solution's dual variables
+    y,  # labels in {-1, +1}
+    hi: float,  # the box's upper bound
+) -> float | None:  # the saturated class's label, or None
     "Proposition 1's condition: the label (+1 or -1) of the class whose every alpha is at the upper bound hi, or None."
     at_top = alpha >= hi * (1 - 1e-12)
     return next((label for label in (-1.0, 1.0) if at_top[y == label].all()), None)

@@ -30,7 +30,12 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
                                     "cv": [Interval(Integral, 2, None, closed="left")],
                                     "random_state": ["random_state"]}
 
-    def __init__(self, estimator=None, cv: int = 5, random_state: int = 0):
+    def __init__(
+        self,
+        estimator=None,  # a binary classifier with decision_function (default: KernelLogisticRegression())
+        cv: int = 5,  # folds of the out-of-fold decision values (an integer >= 2)
+        random_state: int = 0,  # seed of the stratified folds
+    ):
         self.estimator, self.cv, self.random_state = estimator, cv, random_state
 
     @_fit_context(prefer_skip_nested_validation=False)

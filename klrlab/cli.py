@@ -14,12 +14,16 @@ import sys
 from .config import SettingsError, describe_settings, load_settings
 
 # %% ../nbs/89_cli.ipynb #d92970a2
-def cmd_settings(args) -> int:
+def cmd_settings(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Print the resolved run settings and where each comes from."
     print(describe_settings(load_settings()))
     return 0
 
-def cmd_docs(args) -> int:
+def cmd_docs(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Build the docs site and check every page, figure and internal link; exit 1 if anything is missing."
     from klrlab.docs import build_docs
     report = build_docs(renderer=args.renderer, out=args.out, check=not args.no_check)
@@ -34,7 +38,9 @@ def cmd_docs(args) -> int:
     return 0
 
 # %% ../nbs/89_cli.ipynb #f1309e9f
-def cmd_data_list(args) -> int:
+def cmd_data_list(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Print every registered dataset with its papers, size, balance and status here."
     from klrlab.datasets import available
     table = available()
@@ -50,7 +56,9 @@ def cmd_data_list(args) -> int:
     )
     return 0
 
-def cmd_data_fetch(args) -> int:
+def cmd_data_fetch(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Make datasets' canonical files local and verified (cache, mirror, else download); exit 1 if any could not be had."
     from klrlab.datasets import fetch_datasets
     if not args.all and not args.names:
@@ -98,7 +106,9 @@ def _print_run(paper: str, result) -> None:
     print(f"\n{paper}: {result.computed} cell(s) computed, {result.reused} reused, {result.seconds:.0f} s; "
           f"tables, cells and figures in {result.out}")
 
-def cmd_repro(args) -> int:
+def cmd_repro(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Reproduce one paper (or all implemented ones); print ours beside the paper's and what was skipped."
     from klrlab.repro.harness import run, store_cells
     for paper, datasets in _repro_plan(args).items():
@@ -114,7 +124,9 @@ def cmd_repro(args) -> int:
         if args.store: print(f"stored the computed cells in {store_cells(result, args.store)}")
     return 0
 
-def cmd_bench(args) -> int:
+def cmd_bench(
+    args,  # the parsed command line
+) -> int:  # the exit code
     "Time KLR against its anchors in one run; print medians and ratios, write the JSON record."
     from klrlab.repro.bench import bench
     table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
@@ -251,7 +263,9 @@ def _add_bench(sub) -> None:
     bench.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
     bench.set_defaults(func=cmd_bench)
 
-def main(argv=None) -> int:
+def main(
+    argv=None,  # the arguments (default: sys.argv[1:])
+) -> int:  # the exit code
     "Run the `klrlab` command; returns the exit code (2 for bad input, 130 when interrupted)."
     args = build_parser().parse_args(argv)
     try:

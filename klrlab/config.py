@@ -62,7 +62,10 @@ def _read(path: Path) -> configparser.ConfigParser:
 def _has_section(path: Path) -> bool:
     return _read(path).has_section(SETTINGS_SECTION)
 
-def find_settings_file(start: Path | str | None = None, env=None) -> Path | None:
+def find_settings_file(
+    start: Path | str | None = None,  # the folder to search upwards from (default: the working directory)
+    env=None,  # the environment (default: os.environ)
+) -> Path | None:  # the file, or None: the defaults apply
     """The `settings.ini` to read: `$KLRLAB_SETTINGS`, else the nearest one above `start` (default: cwd), else beside
     the package."""
     env = os.environ if env is None else env
@@ -117,7 +120,10 @@ def _parse(key: str, raw: str, base: Path, origin: str):
     return _check(key, raw, origin)
 
 # %% ../nbs/00_config.ipynb #2c2fce66
-def load_settings(path: Path | str | None = None, env=None) -> Settings:
+def load_settings(
+    path: Path | str | None = None,  # a settings.ini to read (default: the one find_settings_file finds)
+    env=None,  # the environment (default: os.environ); KLRLAB_* variables win over the file
+) -> Settings:
     "Resolve the settings: defaults, then `path` (or the file `find_settings_file` finds), then `KLRLAB_*` variables."
     env = os.environ if env is None else env
     path = Path(path) if path is not None else find_settings_file(env=env)
@@ -151,7 +157,9 @@ def _display_path(path: Path) -> str:
     home = Path.home()
     return "~/" + str(path.relative_to(home)) if path.is_relative_to(home) else str(path)
 
-def describe_settings(settings: Settings | None = None) -> str:
+def describe_settings(
+    settings: Settings | None = None,  # resolved settings (default: load_settings())
+) -> str:
     "A human-readable listing of the resolved settings and where they came from."
     settings = settings or load_settings()
     lines = [f"settings file: {_display_path(settings.source) if settings.source else '(none: defaults)'}"]

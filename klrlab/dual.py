@@ -17,7 +17,11 @@ LOSSES = ("logistic", "hinge")
 KEERTHI_MU = 1e3 * np.finfo(float).eps   # Keerthi et al. §5: alpha stays in (mu C, C - mu C)
 SPARSE_BOUND = 1e-5   # Consolo et al.'s gamma (relative to C by default): an alpha at this lower bound counts as zero
 
-def box(loss: str, C: float, bound_eps: float | None = None) -> tuple:
+def box(
+    loss: str,  # 'logistic' (KLR, sparse KLR) or 'hinge' (the C-SVM)
+    C: float,  # the regularisation weight; the box is [0, C] or [eps, C - eps]
+    bound_eps: float | None = None,  # KLR's absolute lower bound eps (None: Keerthi's mu C)
+) -> tuple:  # (lo, hi)
     "The box [lo, hi]: [0, C] for the SVM; [eps, C - eps] for KLR with eps = bound_eps (default Keerthi's mu C)."
     if loss == "hinge": return 0.0, float(C)
     eps = KEERTHI_MU * C if bound_eps is None else float(bound_eps)
@@ -25,7 +29,12 @@ def box(loss: str, C: float, bound_eps: float | None = None) -> tuple:
         raise ValueError(f"bound_eps={bound_eps!r}; it must lie in (0, C/2) = (0, {C / 2:g})")
     return eps, C - eps
 
-def lower_bound(C: float, lam: float, bound_eps: float | None = None, bound_eps_mode: str = "relative") -> float | None:
+def lower_bound(
+    C: float,  # the regularisation weight
+    lam: float,  # the sparsity weight lambda (0: plain KLR)
+    bound_eps: float | None = None,  # gamma as a fraction of C, or absolute (None: the default for the lam given)
+    bound_eps_mode: str = "relative",  # 'relative' (a fraction of C) or 'absolute'
+) -> float | None:  # the absolute lower bound, or None for the engine's negligible default
     "The KLR box's lower bound from the estimators' convention (None: Keerthi's negligible mu C, chosen by `box`)."
     if bound_eps is None:
         if bound_eps_mode == "absolute":   # nothing to read absolutely: refuse rather than ignore the mode
@@ -39,7 +48,12 @@ def lower_bound(C: float, lam: float, bound_eps: float | None = None, bound_eps_
     return eps
 
 # %% ../nbs/10_dual.ipynb #2203f86f
-def initial_alpha(y, lo: float, hi: float, mass: float) -> np.ndarray:
+def initial_alpha(
+    y,  # labels in {-1, +1}
+    lo: float,  # the box's lower bound
+    hi: float,  # the box's upper bound
+    mass: float,  # S, the mass per class wanted (clipped into the feasible interval)
+) -> np.ndarray:  # a feasible start on y'alpha = 0
     "Equal mass per class, alpha_i = S / m_{y_i}, with S clipped into [lo m_max, hi m_min] so the box holds."
     n_pos, n_neg = int((y > 0).sum()), int((y < 0).sum())
     s_min, s_max = lo * max(n_pos, n_neg), hi * min(n_pos, n_neg)
@@ -50,7 +64,12 @@ def initial_alpha(y, lo: float, hi: float, mass: float) -> np.ndarray:
     S = min(max(mass, s_min), s_max)
     return np.where(y > 0, S / n_pos, S / n_neg)
 
-def feasible_alpha(alpha0, y, lo: float, hi: float) -> np.ndarray:
+def feasible_alpha(
+    alpha0,  # any start, e.g. the previous solution along a grid
+    y,  # labels in {-1, +1}
+    lo: float,  # the box's lower bound
+    hi: float,  # the box's upper bound
+) -> np.ndarray:  # a feasible start
     "A warm start made feasible: clipped into [lo, hi], then the heavier class scaled toward lo until y'alpha = 0."
     alpha = np.clip(np.asarray(alpha0, dtype=np.float64), lo, hi)
     excess = float(alpha @ y)
@@ -62,20 +81,43 @@ def feasible_alpha(alpha0, y, lo: float, hi: float) -> np.ndarray:
         return initial_alpha(y, lo, hi, hi * min((y > 0).sum(), (y < 0).sum()) / 2)
     return alpha
 
-def rescale_alpha(alpha, C_from: float, C_to: float) -> np.ndarray:
+def rescale_alpha(
+    alpha,  # a solution at C_from
+    C_from: float,  # the C it solved
+    C_to: float,  # the C to start from it
+) -> np.ndarray:  # alpha * C_to / C_from
     "A solution at C_from as a warm start at C_to: alpha / C is what carries over along a C grid."
     return alpha * (C_to / C_from)
 
 # %% ../nbs/10_dual.ipynb #988192ed
-def up_mask(y, alpha, lo: float, hi: float) -> np.ndarray:
+def up_mask(
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    lo: float,  # the box's lower bound
+    hi: float,  # the box's upper bound
+) -> np.ndarray:  # boolean mask of I_up
     "I_up: the points whose alpha can move so that y_i alpha_i grows (y_i = 1 below hi, y_i = -1 above lo)."
     return ((y > 0) & (alpha < hi)) | ((y < 0) & (alpha > lo))
 
-def low_mask(y, alpha, lo: float, hi: float) -> np.ndarray:
+def low_mask(
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    lo: float,  # the box's lower bound
+    hi: float,  # the box's upper bound
+) -> np.ndarray:  # boolean mask of I_low
     "I_low: the points whose alpha can move so that y_i alpha_i shrinks (y_i = -1 below hi, y_i = 1 above lo)."
     return ((y < 0) & (alpha < hi)) | ((y > 0) & (alpha > lo))
 
-def score_extremes(loss, y, alpha, F, C, lam, lo, hi) -> tuple:
+def score_extremes(
+    loss,  # 'logistic' (KLR, sparse KLR) or 'hinge' (the C-SVM)
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    F,  # K (alpha y), computed afresh
+    C,  # the regularisation weight
+    lam,  # the weight lambda
+    lo,  # the box's lower bound
+    hi,  # the box's upper bound
+) -> tuple:  # (s, m, M)
     """(s, m, M): the scores s_i = -y_i grad_i f from F = K (alpha y), m = max over I_up, M = min over I_low (None if
     empty)."""
     phi_prime = np.log(alpha) - np.log(C - alpha) if loss == "logistic" else 0.0
@@ -83,18 +125,37 @@ def score_extremes(loss, y, alpha, F, C, lam, lo, hi) -> tuple:
     up, low = up_mask(y, alpha, lo, hi), low_mask(y, alpha, lo, hi)
     return s, (float(s[up].max()) if up.any() else None), (float(s[low].min()) if low.any() else None)
 
-def kkt_violation(loss, y, alpha, F, C, lam, lo, hi) -> tuple:
+def kkt_violation(
+    loss,  # 'logistic' (KLR, sparse KLR) or 'hinge' (the C-SVM)
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    F,  # K (alpha y), computed afresh
+    C,  # the regularisation weight
+    lam,  # the weight lambda
+    lo,  # the box's lower bound
+    hi,  # the box's upper bound
+) -> tuple:  # (m - M, scores s)
     "(m - M, scores s) from F = K (alpha y): the certificate of the box-and-equality dual."
     s, m, M = score_extremes(loss, y, alpha, F, C, lam, lo, hi)
     return (0.0 if m is None or M is None else m - M), s
 
-def dual_bias(s, alpha, lo, hi, gap_ends) -> float:
+def dual_bias(
+    s,  # the scores
+    alpha,  # the dual variables
+    lo,  # the box's lower bound
+    hi,  # the box's upper bound
+    gap_ends,  # (m, M), for the midpoint when no alpha is free
+) -> float:  # the bias b of f(x) = sum_i alpha_i y_i k(x_i, x) + b
     "The bias b: the mean of s_i over free alpha_i, else the midpoint of m and M."
     free = (alpha > lo) & (alpha < hi)
     return float(s[free].mean()) if free.any() else float(sum(gap_ends) / 2)
 
 # %% ../nbs/10_dual.ipynb #8bacb93f
-def logistic_terms(f, y, C):
+def logistic_terms(
+    f,  # decision values
+    y,  # labels in {-1, +1}
+    C,  # the data term's weight
+):  # (loss, r, w)
     "Loss C sum log(1 + exp(-y f)), its derivative r = dL/df and curvature w = d2L/df2, computed stably."
     loss = -C * log_expit(y * f).sum()
     p = expit(-y * f)

@@ -23,20 +23,27 @@ from ._kernels import KERNEL_CODES, KernelCache, replay, row_capacity
 KERNELS = tuple(KERNEL_CODES)
 
 # %% ../nbs/01_kernels.ipynb #ca17f461
-def gamma_from_sigma(sigma: float) -> float:
+def gamma_from_sigma(
+    sigma: float,  # the papers' Gaussian width (> 0)
+) -> float:  # 1 / (2 sigma^2)
     "The RBF `gamma` for the papers' width `sigma`: exp(-|x-x'|^2 / (2 sigma^2)) = exp(-gamma |x-x'|^2)."
     if not (isinstance(sigma, Real) and np.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma={sigma!r}; the kernel width must be a finite number > 0")
     return 1.0 / (2.0 * float(sigma) ** 2)
 
-def sigma_from_gamma(gamma: float) -> float:
+def sigma_from_gamma(
+    gamma: float,  # the RBF gamma (> 0)
+) -> float:  # sqrt(1 / (2 gamma))
     "The papers' width `sigma` for an RBF `gamma` (the inverse of `gamma_from_sigma`)."
     if not (isinstance(gamma, Real) and np.isfinite(gamma) and gamma > 0):
         raise ValueError(f"gamma={gamma!r}; it must be a finite number > 0")
     return float(np.sqrt(1.0 / (2.0 * gamma)))
 
 # %% ../nbs/01_kernels.ipynb #a6f9272b
-def check_matrix(X, name: str = "X") -> np.ndarray:
+def check_matrix(
+    X,  # anything array-like
+    name: str = "X",  # the argument's name, for the error message
+) -> np.ndarray:  # a C-contiguous float64 2-D array of finite values
     "`X` as a C-contiguous float64 2-D array with finite values, or a ValueError naming `name`."
     try: A = np.ascontiguousarray(X, dtype=np.float64)
     except (TypeError, ValueError) as e:
@@ -57,12 +64,21 @@ def _pair(X, Y):
     return X, Y
 
 # %% ../nbs/01_kernels.ipynb #1bcc952f
-def linear_kernel(X, Y=None) -> np.ndarray:
+def linear_kernel(
+    X,  # points (n, p)
+    Y=None,  # second set of points (m, p); None: X itself
+) -> np.ndarray:  # K (n, m)
     "K[i, j] = <X[i], Y[j]>."
     X, Y = _pair(X, Y)
     return X @ Y.T
 
-def polynomial_kernel(X, Y=None, gamma=None, degree: int = 3, coef0: float = 1.0) -> np.ndarray:
+def polynomial_kernel(
+    X,  # points (n, p)
+    Y=None,  # second set of points (m, p); None: X itself
+    gamma=None,  # scale of the inner product (None: 1 / p)
+    degree: int = 3,  # the degree (integer >= 1)
+    coef0: float = 1.0,  # the constant (>= 0)
+) -> np.ndarray:  # K (n, m)
     "K[i, j] = (gamma <X[i], Y[j]> + coef0) ** degree; `gamma=None` means 1 / n_features."
     X, Y = _pair(X, Y)
     gamma = 1.0 / X.shape[1] if gamma is None else gamma
@@ -76,13 +92,20 @@ def _squared_distances(X: np.ndarray, Y: np.ndarray, same: bool) -> np.ndarray:
     if same: np.fill_diagonal(D, 0.0)
     return D
 
-def squared_distances(X, Y=None) -> np.ndarray:
+def squared_distances(
+    X,  # points (n, p)
+    Y=None,  # second set of points (m, p); None: X itself
+) -> np.ndarray:  # D (n, m)
     "D[i, j] = |X[i] - Y[j]|^2 by the BLAS expansion, clipped at 0 (and exactly 0 on the diagonal when Y is X)."
     same = Y is None or Y is X
     return _squared_distances(*_pair(X, Y), same)
 
 # %% ../nbs/01_kernels.ipynb #cc79df01
-def rbf_kernel(X, Y=None, gamma=None) -> np.ndarray:
+def rbf_kernel(
+    X,  # points (n, p)
+    Y=None,  # second set of points (m, p); None: X itself
+    gamma=None,  # the width (None: 1 / p)
+) -> np.ndarray:  # K (n, m)
     "K[i, j] = exp(-gamma |X[i] - Y[j]|^2); `gamma=None` means 1 / n_features."
     same = Y is None or Y is X
     X, Y = _pair(X, Y)
@@ -90,7 +113,11 @@ def rbf_kernel(X, Y=None, gamma=None) -> np.ndarray:
     D = _squared_distances(X, Y, same)
     return np.exp(-gamma * D, out=D)
 
-def laplacian_kernel(X, Y=None, gamma=None) -> np.ndarray:
+def laplacian_kernel(
+    X,  # points (n, p)
+    Y=None,  # second set of points (m, p); None: X itself
+    gamma=None,  # the width (None: 1 / p)
+) -> np.ndarray:  # K (n, m)
     "K[i, j] = exp(-gamma |X[i] - Y[j]|_1); `gamma=None` means 1 / n_features."
     from scipy.spatial.distance import cdist
     X, Y = _pair(X, Y)
@@ -114,10 +141,10 @@ def _resolve_gamma(gamma, X: np.ndarray) -> float:
 @dataclass(frozen=True)
 class Kernel:
     "A checked kernel: `name` in `KERNELS`, with `gamma` resolved to a number (unused by linear/precomputed)."
-    name: str = "rbf"
-    gamma: float = 1.0
-    degree: int = 3
-    coef0: float = 0.0
+    name: str = "rbf"  # one of KERNELS
+    gamma: float = 1.0  # the width (rbf, laplacian) or scale (poly), resolved to a number
+    degree: int = 3  # the polynomial degree
+    coef0: float = 0.0  # the polynomial constant (>= 0)
 
     def __post_init__(self):
         if self.name not in KERNELS:
@@ -132,7 +159,14 @@ class Kernel:
                 )
 
     @classmethod
-    def from_params(cls, kernel="rbf", gamma="scale", degree=3, coef0=0.0, X=None) -> "Kernel":
+    def from_params(
+        cls,
+        kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed'
+        gamma="scale",  # 'scale', 'auto' or a number > 0
+        degree=3,  # the polynomial degree
+        coef0=0.0,  # the polynomial constant
+        X=None,  # training points, to resolve 'scale' and 'auto'
+    ) -> "Kernel":
         "Check estimator-style parameters and resolve `gamma` ('scale', 'auto' or a number) against training data `X`."
         if not isinstance(kernel, str) or kernel not in KERNELS:
             raise ValueError(f"kernel={kernel!r}; accepted values: {', '.join(map(repr, KERNELS))}")
@@ -160,7 +194,11 @@ class Kernel:
         sq = np.einsum("ij,ij->i", X, X)
         return sq if self.name == "linear" else (self.gamma * sq + self.coef0) ** self.degree
 
-    def cache(self, X, cache_size: float = 200.0) -> KernelCache:
+    def cache(
+        self,
+        X,  # the training points (for 'precomputed': the square kernel matrix)
+        cache_size: float = 200.0,  # MB of rows to keep (at least two rows are kept)
+    ) -> KernelCache:
         "A compiled row cache over the training points `X` holding at most `cache_size` MB of rows (at least 2 rows)."
         if (
             isinstance(cache_size, bool)
@@ -173,7 +211,13 @@ class Kernel:
         if self.name == "precomputed": check_precomputed_kernel(X)
         return KernelCache(X, self.name, self.gamma, self.degree, self.coef0, float(cache_size))
 
-    def dot(self, X, Y, coef, chunk_mb: float = 64.0) -> np.ndarray:
+    def dot(
+        self,
+        X,  # points to evaluate (or, for 'precomputed', their kernel against all training points)
+        Y,  # the points of the expansion
+        coef,  # coefficients, one row per point of Y (a vector or a matrix)
+        chunk_mb: float = 64.0,  # the largest block of K(X, Y) computed at once
+    ) -> np.ndarray:
         """K(X, Y) @ coef, computed in row blocks of at most `chunk_mb` MB so prediction on large X stays bounded in
         memory."""
         X = check_matrix(X, "X")
@@ -185,7 +229,11 @@ class Kernel:
         return out
 
 # %% ../nbs/01_kernels.ipynb #ebc9f548
-def check_precomputed_kernel(K, name: str = "X", tol: float = 1e-8) -> np.ndarray:
+def check_precomputed_kernel(
+    K,  # the kernel matrix (n, n)
+    name: str = "X",  # the argument's name, for the error message
+    tol: float = 1e-8,  # the most negative eigenvalue accepted, relative to the largest
+) -> np.ndarray:  # K as C-contiguous float64
     "Check that `K` is a square, symmetric, positive semidefinite kernel matrix; return it as C-contiguous float64."
     K = check_matrix(K, name)
     n = K.shape[0]
@@ -211,7 +259,13 @@ def check_precomputed_kernel(K, name: str = "X", tol: float = 1e-8) -> np.ndarra
     return K
 
 # %% ../nbs/01_kernels.ipynb #cf664fc1
-def time_cache(kernel: "Kernel", X, requests, cache_size: float, repeats: int = 3) -> dict:
+def time_cache(
+    kernel: "Kernel",  # the kernel
+    X,  # the training points
+    requests,  # row indices, in order
+    cache_size: float,  # MB of the cache
+    repeats: int = 3,  # replays timed (the median is reported)
+) -> dict:  # the cache's counters and microseconds per request
     """Replay `requests` through a fresh cache of `cache_size` MB (in Cython, rows read in place); median time and the
     counters."""
     cache = kernel.cache(X, cache_size)

@@ -77,9 +77,23 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         "scheme": [StrOptions({"box", "keerthi"})],
     }
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, lam=0.0, wss="second", tol=1e-5,
-                 max_iter=10_000_000, cache_size=200.0, warm_start=False, bound_eps=None, bound_eps_mode="relative",
-                 scheme="box"):
+    def __init__(
+        self,
+        C=1.0,  # inverse regularisation: the weight of the data term (> 0)
+        kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed' (X is then the kernel matrix)
+        gamma="scale",  # kernel width: 'scale' = 1 / (p Var X), 'auto' = 1 / p, or a number > 0 (see gamma_from_sigma)
+        degree=3,  # the polynomial kernel's degree
+        coef0=0.0,  # the polynomial kernel's constant (>= 0)
+        lam=0.0,  # Consolo et al.'s sparsity weight lambda >= 0 (0: plain KLR), or 'C/10', their heuristic
+        wss="second",  # working-set rule: 'second' (second order) or 'first' (maximal violating pair)
+        tol=1e-5,  # stop when the KKT violation m - M is at most this (Keerthi's tau = 1e-6 is tol = 2e-6)
+        max_iter=10_000_000,  # the iteration cap (a fit that reaches it warns)
+        cache_size=200.0,  # MB of kernel rows to cache
+        warm_start=False,  # True: start from the last fit's alpha, keep its kernel rows; 'kernel': keep the rows only
+        bound_eps=None,  # the lower bound gamma of the box (None: 1e-5 C for lam > 0, negligible otherwise)
+        bound_eps_mode="relative",  # 'relative' (bound_eps is a fraction of C) or 'absolute' (the paper's)
+        scheme="box",  # 'box' (the box rule) or 'keerthi' (Keerthi et al.'s two loops; needs wss='first')
+    ):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.lam, self.wss, self.tol, self.max_iter, self.cache_size = lam, wss, tol, max_iter, cache_size
         self.warm_start, self.bound_eps, self.bound_eps_mode, self.scheme = (
@@ -90,7 +104,11 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         )
 
     @classmethod
-    def from_preset(cls, name: str, **params):
+    def from_preset(
+        cls,
+        name: str,  # 'KLR-1ord', 'KLR-2ord', 'S-KLR-1ord' or 'S-KLR-2ord'
+        **params,  # parameters that override the preset's
+    ):
         "One of Consolo et al.'s configurations (`PRESETS`), parameters overridable."
         if name not in PRESETS:
             raise ValueError(f"preset={name!r}; accepted values: {', '.join(map(repr, PRESETS))}")
@@ -145,8 +163,16 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
                                     "random_state": ["random_state"]}
     _binary_only, _uses_row_cache = True, False
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-3, max_import=None, n_candidates=None,
-                 random_state=None):
+    def __init__(
+        self,
+        C=1.0,  # the data term's weight (> 0)
+        kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed' (X is then the kernel matrix)
+        gamma="scale",  # kernel width: 'scale' = 1 / (p Var X), 'auto' = 1 / p, or a number > 0 (see gamma_from_sigma)
+        tol=1e-3,  # stop importing when H improves by less than this (relative; Zhu & Hastie's 0.001)
+        max_import=None,  # the most points to import (None: no cap)
+        n_candidates=None,  # candidates scored per import, drawn at random (None: every point, the exact greedy step)
+        random_state=None,  # seed of the candidate sample (used only with n_candidates)
+    ):
         self.C, self.kernel, self.gamma, self.tol, self.max_import = C, kernel, gamma, tol, max_import
         self.n_candidates, self.random_state = n_candidates, random_state
 
@@ -189,7 +215,15 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
                                     "step": [StrOptions({"bb", "fixed"})]}
     _binary_only, _uses_row_cache = True, False
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", tol=1e-6, max_iter=5000, step="bb"):
+    def __init__(
+        self,
+        C=1.0,  # the data term's weight (> 0)
+        kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed' (X is then the kernel matrix)
+        gamma="scale",  # kernel width: 'scale' = 1 / (p Var X), 'auto' = 1 / p, or a number > 0 (see gamma_from_sigma)
+        tol=1e-6,  # stop when the best objective's relative decrease per step is at most this
+        max_iter=5000,  # the step cap (a fit that reaches it warns)
+        step="bb",  # 'bb' (SpaRSA's Barzilai-Borwein step) or 'fixed' (Xu et al.'s safe step 1/L, the paper's)
+    ):
         self.C, self.kernel, self.gamma, self.tol, self.max_iter, self.step = C, kernel, gamma, tol, max_iter, step
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -244,7 +278,12 @@ def _check_many(models, X, subsets) -> list:
         model._validate_params()
     return subsets
 
-def fit_half_thresholding_many(models, X, y, subsets=None) -> list:
+def fit_half_thresholding_many(
+    models,  # HalfThresholdingKLR estimators that differ only in C
+    X,  # training points (n, p)
+    y,  # labels (two classes)
+    subsets=None,  # one array of row indices per model (None: all rows)
+) -> list:  # the models, fitted
     "Fit `HalfThresholdingKLR`s that differ only in C, model j on rows subsets[j] of (X, y), in one lockstep solve."
     X, y = check_X_y(X, y, dtype=np.float64)
     subsets = _check_many(models, X, subsets)

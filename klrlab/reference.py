@@ -28,18 +28,43 @@ def _phi(loss, a, C):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(a > 0, a * np.log(a / C), 0.0) + np.where(a < C, (C - a) * np.log((C - a) / C), 0.0)
 
-def reference_objective(K, y, alpha, C, loss="logistic", lam=0.0):
+def reference_objective(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    C,  # the regularisation weight
+    loss="logistic",  # 'logistic' or 'hinge'
+    lam=0.0,  # the weight lambda
+):
     "f(alpha) = 1/2 (alpha y)' K (alpha y) + sum phi(alpha) - lam sum alpha."
     ay = alpha * y
     return 0.5 * ay @ K @ ay + _phi(loss, alpha, C).sum() - lam * alpha.sum()
 
-def reference_scores(K, y, alpha, C, loss="logistic", lam=0.0):
+def reference_scores(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    C,  # the regularisation weight
+    loss="logistic",  # 'logistic' or 'hinge'
+    lam=0.0,  # the weight lambda
+):
     "s_i = -y_i grad_i f."
     return -(K @ (alpha * y)) - y * (_phi_prime(loss, alpha, C) - lam)
 
 # %% ../nbs/11_smo.ipynb #7a9adb66
-def reference_smo(K, y, C, loss="logistic", lam=0.0, lo=0.0, hi=None, wss="second", tol=1e-5, max_iter=100_000,
-                  alpha0=None):
+def reference_smo(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    C,  # the regularisation weight
+    loss="logistic",  # 'logistic' or 'hinge'
+    lam=0.0,  # the weight lambda
+    lo=0.0,  # the box's lower bound
+    hi=None,  # the box's upper bound (None: C)
+    wss="second",  # 'first' or 'second'
+    tol=1e-5,  # the KKT tolerance
+    max_iter=100_000,  # the iteration cap
+    alpha0=None,  # a feasible start
+):
     """SMO on the full kernel matrix K, for clarity: alpha, the KKT violation, iterations and the per-iteration
     objective."""
     y = np.asarray(y, dtype=float)
@@ -76,7 +101,11 @@ def reference_smo(K, y, C, loss="logistic", lam=0.0, lo=0.0, hi=None, wss="secon
     return dict(alpha=alpha, gap=gap, n_iter=it, objective=np.array(objectives), kkt_violation=np.array(gaps))
 
 # %% ../nbs/11_smo.ipynb #f428906a
-def primal_klr(K, y, C):
+def primal_klr(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    C,  # the regularisation weight
+):  # (optimal value, decision values)
     "Minimise the KLR primal in eigen-coordinates: L-BFGS, then Newton steps; returns (value, decision values)."
     lam_, V = np.linalg.eigh(K)
     Phi = V * np.sqrt(np.clip(lam_, 0, None))
@@ -96,7 +125,15 @@ def primal_klr(K, y, C):
     return value_grad(z)[0], Z @ z
 
 # %% ../nbs/12_ivm.ipynb #12c42c92
-def one_newton_step_value(K, S, l, y, C, beta, b):
+def one_newton_step_value(
+    K,  # the kernel matrix (n, n)
+    S,  # the import points
+    l,  # the candidate
+    y,  # labels in {-1, +1}
+    C,  # the data term's weight
+    beta,  # the coefficients on S
+    b,  # the bias
+):
     "H after one full Newton step on S + {l} from (beta, 0, b), built from scratch."
     T = list(S) + [l]
     Phi = np.c_[K[:, T], np.ones(len(y))]
@@ -107,7 +144,15 @@ def one_newton_step_value(K, S, l, y, C, beta, b):
     return 0.5 * theta[:-1] @ K[np.ix_(T, T)] @ theta[:-1] + logistic_terms(Phi @ theta, y, C)[0]
 
 # %% ../nbs/12_ivm.ipynb #e1868577
-def one_step_values_reference(K, S, candidates, y, C, beta, b):
+def one_step_values_reference(
+    K,  # the kernel matrix (n, n)
+    S,  # the import points
+    candidates,  # the points to score
+    y,  # labels in {-1, +1}
+    C,  # the data term's weight
+    beta,  # the coefficients on S
+    b,  # the bias
+):
     """H after one Newton step on S + {l}, for every candidate l (Schur complement on the enlarged Hessian), in plain
     NumPy."""
     m = len(S)
@@ -141,7 +186,15 @@ def one_step_values_reference(K, S, candidates, y, C, beta, b):
     return np.where(degenerate, np.inf, 0.5 * quad + loss)
 
 # %% ../nbs/21_bounds.ipynb #f01e2931
-def stationarity_violation(K, y, alpha, C, lam, lo, hi):
+def stationarity_violation(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    alpha,  # the dual variables
+    C,  # the regularisation weight
+    lam,  # the weight lambda
+    lo,  # the box's lower bound
+    hi,  # the box's upper bound
+):
     "Largest violation of (24)-(25), for the best b (the midpoint of the feasible b interval)."
     grad = y * (K @ (alpha * y)) + np.log(alpha / (C - alpha)) - lam
     t = -grad * y                                   # (24)-(25): b >= t_i or b <= t_i depending on y_i and the bound
@@ -150,7 +203,12 @@ def stationarity_violation(K, y, alpha, C, lam, lo, hi):
     return max(0.0, lower.max() - upper.min())
 
 # %% ../nbs/21_bounds.ipynb #2fd0eb16
-def primal_28(K, y, C, nu):
+def primal_28(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    C,  # the regularisation weight
+    nu,  # sum_i alpha_i of the dual solution
+):  # (decision values, rho)
     "Solve (28) in eigen-coordinates: returns the decision values f(x_i) (scikit-learn's sign) and rho."
     eig, V = np.linalg.eigh(K)
     Z = np.c_[V * np.sqrt(np.clip(eig, 0, None)), np.ones(len(y))]        # f = Z z, the last coordinate is the bias
@@ -168,8 +226,15 @@ def primal_28(K, y, C, nu):
     return Z @ v[:-1], v[-1]
 
 # %% ../nbs/21_bounds.ipynb #dc43a333
-def reference_smo_newton_cg(K, y, C: float, lam: float = 0.0, bound_eps: float = 1e-5, tol: float = 1e-5,
-                            max_iter: int = 10_000) -> dict:
+def reference_smo_newton_cg(
+    K,  # the kernel matrix (n, n)
+    y,  # labels in {-1, +1}
+    C: float,  # the regularisation weight
+    lam: float = 0.0,  # the weight lambda
+    bound_eps: float = 1e-5,  # the box's absolute lower bound
+    tol: float = 1e-5,  # the KKT tolerance
+    max_iter: int = 10_000,  # the iteration cap
+) -> dict:
     """S-KLR by SMO with the paper's sub-solver, SciPy Newton-CG on (30) extended quadratically outside [0, U]; timing
     only."""
     y = np.asarray(y, dtype=np.float64)

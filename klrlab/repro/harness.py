@@ -47,13 +47,18 @@ def _accepted(kind: str, value, accepted) -> None:
     if value not in accepted:
         raise ReproError(f"unknown {kind} {value!r}; accepted values: {', '.join(map(str, accepted))}")
 
-def published_tables(paper: str | None = None) -> list:
+def published_tables(
+    paper: str | None = None,  # one paper, or None for all
+) -> list:
     "Names (`<paper>_<table>`) of the transcribed tables, of one paper or all."
     if paper is not None: _accepted("paper", paper, list(PAPERS))
     names = sorted(p.stem for p in PUBLISHED_DIR.glob("*.csv"))
     return [n for n in names if paper is None or n.startswith(paper + "_")]
 
-def published(paper: str, table: str) -> pd.DataFrame:
+def published(
+    paper: str,  # a paper: consolo, keerthi, frandi, zhou or ong
+    table: str,  # the table's name, e.g. 'table2'
+) -> pd.DataFrame:
     "The paper's printed numbers for one table, as a tidy frame (see `key_columns`)."
     _accepted("paper", paper, list(PAPERS))
     _accepted(f"table of {paper}", table, [n.split("_", 1)[1] for n in published_tables(paper)])
@@ -62,7 +67,9 @@ def published(paper: str, table: str) -> pd.DataFrame:
         if column in frame: frame[column] = frame[column].astype("string").fillna("").astype(str)
     return frame
 
-def key_columns(frame: pd.DataFrame) -> list:
+def key_columns(
+    frame: pd.DataFrame,  # a published table
+) -> list:
     "The columns that identify a number (everything but value, std, note and label)."
     return [c for c in frame.columns if c not in NON_KEY_COLUMNS]
 
@@ -74,11 +81,18 @@ class SkipPoint(Exception):
         super().__init__(reason)
         self.state = state
 
-def per_profile(value, profile: str):
+def per_profile(
+    value,  # a value, or a mapping {profile: value}
+    profile: str,  # 'quick' or 'paper'
+):
     "`value[profile]` when `value` is a mapping keyed by profile, else `value` itself."
     return value[profile] if isinstance(value, Mapping) and set(value) <= set(PROFILES) and value else value
 
-def load_dataset(name: str, seed: int = 0, offline: bool = False):
+def load_dataset(
+    name: str,  # a registered dataset
+    seed: int = 0,  # the split's seed
+    offline: bool = False,  # never download
+):
     "The default loader: the registry's dataset with its own train/test parts (raises DatasetUnavailable)."
     from klrlab.datasets import load
     return load(name, seed=seed, allow_download=not offline)
@@ -103,9 +117,9 @@ class Experiment:
 @dataclass(frozen=True)
 class Protocol:
     "A paper's experiments."
-    paper: str
-    title: str
-    experiments: tuple
+    paper: str  # the paper's short name
+    title: str  # its title
+    experiments: tuple  # its experiments
 
     def experiment(self, name: str) -> Experiment:
         _accepted(f"experiment of {self.paper}", name, [e.name for e in self.experiments])
@@ -113,7 +127,10 @@ class Protocol:
 
 # %% ../../nbs/80_harness.ipynb #42db700a
 def select_best(
-    scores: pd.DataFrame, by: str, higher_is_better: bool = True, tie_break: str | None = None
+    scores: pd.DataFrame,  # one row per grid point, in grid order
+    by: str,  # the column to maximise
+    higher_is_better: bool = True,  # False: minimise
+    tie_break: str | None = None,  # a column whose smallest value breaks ties
 ) -> pd.Series:
     """The row with the best `by`; ties go to the smallest `tie_break` (if given), then to the earliest row (the grid's
     order)."""
@@ -124,7 +141,13 @@ def select_best(
         tied = tied[secondary == secondary.min()]
     return scores.iloc[int(tied[0])]
 
-def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3, ties: str = "all") -> pd.Series:
+def sparsest_of_top(
+    scores: pd.DataFrame,  # one row per grid point, in grid order
+    by: str,  # the accuracy column
+    sparsity: str,  # the column to minimise among the top k
+    k: int = 3,  # how many of the best compete
+    ties: str = "all",  # 'all': every row tied with the k-th competes; 'first': exactly k
+) -> pd.Series:
     """Among the k best rows by `by` (higher is better; ties='all': every row tied with the k-th too), the one with the
     least `sparsity`; then the earliest."""
     if ties not in ("all", "first"): raise ValueError(f"ties={ties!r}; accepted values: 'all', 'first'")
@@ -138,13 +161,13 @@ def sparsest_of_top(scores: pd.DataFrame, by: str, sparsity: str, k: int = 3, ti
 # %% ../../nbs/80_harness.ipynb #bf8067a2
 @dataclass(frozen=True)
 class Cell:
-    paper: str
-    experiment: str
-    dataset: str
-    fold: str
-    config: str
+    paper: str  # the paper
+    experiment: str  # its experiment
+    dataset: str  # the dataset
+    fold: str  # the fold's label
+    config: str  # the configuration
     params: str       # the grid point as canonical JSON
-    seed: int
+    seed: int  # the base seed
 
     def key(self, fingerprint: str) -> str:
         text = json.dumps(
@@ -156,7 +179,9 @@ class Cell:
     def point(self) -> dict:
         return json.loads(self.params)
 
-def canonical_params(point: Mapping) -> str:
+def canonical_params(
+    point: Mapping,  # a grid point
+) -> str:
     "A grid point as canonical JSON (sorted keys, plain floats), so equal points get equal keys."
     plain = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in point.items()}
     return json.dumps(plain, sort_keys=True)
@@ -183,15 +208,27 @@ def _atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
 
-def cell_path(store: Path, cell: Cell, fingerprint: str) -> Path:
+def cell_path(
+    store: Path,  # the cells folder
+    cell: Cell,  # the cell
+    fingerprint: str,  # the code fingerprint
+) -> Path:
     return Path(store) / cell.experiment / f"{cell.key(fingerprint)}.json"
 
-def save_record(store: Path, record: dict, fingerprint: str) -> None:
+def save_record(
+    store: Path,  # the cells folder
+    record: dict,  # the finished cell
+    fingerprint: str,  # the code fingerprint
+) -> None:
     "Write one finished cell atomically."
     cell = Cell(**record["cell"])
     _atomic_write_text(cell_path(store, cell, fingerprint), json.dumps(record, default=float))
 
-def load_record(store: Path, cell: Cell, fingerprint: str) -> dict | None:
+def load_record(
+    store: Path,  # the cells folder
+    cell: Cell,  # the cell
+    fingerprint: str,  # the code fingerprint
+) -> dict | None:
     "The stored result of `cell`, or None (a damaged file counts as missing)."
     path = cell_path(store, cell, fingerprint)
     try: return json.loads(path.read_text())
@@ -202,14 +239,22 @@ def load_record(store: Path, cell: Cell, fingerprint: str) -> dict | None:
 def _cached_load(load: Callable, name: str, seed: int, offline: bool):
     return load(name, seed=seed, offline=offline)
 
-def loadable(name: str, load: Callable = load_dataset, seed: int = 0) -> bool:
+def loadable(
+    name: str,  # a registered dataset
+    load: Callable = load_dataset,  # the loader to try (the default: the registry's)
+    seed: int = 0,  # its seed
+) -> bool:
     "Whether dataset `name` can be had here without a download: cached, in a mirror, generated, or bundled."
     try: _cached_load(load, name, seed, True)
     except DatasetUnavailable: return False
     return True
 
 def run_chain(
-    experiment: Experiment, cells: Sequence[Cell], store: str | None, fingerprint: str, offline: bool = False
+    experiment: Experiment,  # the experiment the cells belong to
+    cells: Sequence[Cell],  # the chain, in warm-start order
+    store: str | None,  # the cells folder (None: keep nothing)
+    fingerprint: str,  # the code fingerprint
+    offline: bool = False,  # never download
 ) -> list:
     "Compute the cells of one chain in order (warm-starting each from the last), saving each as it finishes."
     writable = store is not None and os.access(store, os.W_OK)
@@ -250,7 +295,11 @@ def _dask_client(scheduler, timeout: float = 5):
             "give tcp://host:port of a running dask scheduler, or 'local'"
         ) from e
 
-def execute(tasks: Sequence[tuple], n_jobs: int = 1, scheduler="local"):
+def execute(
+    tasks: Sequence[tuple],  # run_chain arguments, one tuple per chain
+    n_jobs: int = 1,  # local workers (joblib)
+    scheduler="local",  # 'local', a Dask address, or a distributed.Client
+):
     "Run `run_chain(*task)` for every task; yield each result as it finishes (order not kept)."
     if not tasks: return
     if scheduler not in (None, "local"):
@@ -275,17 +324,19 @@ def execute(tasks: Sequence[tuple], n_jobs: int = 1, scheduler="local"):
 @dataclass
 class RunResult:
     "What `run` produced: per experiment the cells and the table (ours beside the paper's), plus what was skipped."
-    paper: str
-    profile: str
-    out: Path
-    cells: dict = field(default_factory=dict)
-    tables: dict = field(default_factory=dict)
-    skipped: pd.DataFrame = None
-    computed: int = 0
-    reused: int = 0
-    seconds: float = 0.0
+    paper: str  # the paper
+    profile: str  # the profile run
+    out: Path  # where its files are
+    cells: dict = field(default_factory=dict)  # per experiment, every cell as a row
+    tables: dict = field(default_factory=dict)  # per table, ours beside the paper's
+    skipped: pd.DataFrame = None  # the datasets that could not be had, and why
+    computed: int = 0  # cells computed by this run
+    reused: int = 0  # cells found stored
+    seconds: float = 0.0  # the run's wall time
 
-def check_out_dir(out) -> Path:
+def check_out_dir(
+    out,  # the output folder
+) -> Path:
     "Create `out` if needed and make sure it is writable; a clear error otherwise."
     out = Path(out).expanduser()
     try:
@@ -298,11 +349,22 @@ def check_out_dir(out) -> Path:
     return out
 
 # %% ../../nbs/80_harness.ipynb #b567ee3c
-def datasets_of(protocol: Protocol, profile: str, experiments=None) -> list:
+def datasets_of(
+    protocol: Protocol,  # a paper's protocol
+    profile: str,  # 'quick' or 'paper'
+    experiments=None,  # some of its experiments (None: all)
+) -> list:
     "The datasets a profile of the protocol (or of some of its experiments) runs on."
     return sorted({d for exp in experiments or protocol.experiments for d in per_profile(exp.datasets, profile)})
 
-def expand(protocol: Protocol, profile: str, seed: int, experiments=None, datasets=None, configs=None) -> list:
+def expand(
+    protocol: Protocol,  # a paper's protocol
+    profile: str,  # 'quick' or 'paper'
+    seed: int,  # the base seed
+    experiments=None,  # experiment names (None: all)
+    datasets=None,  # dataset names (None: all of the profile)
+    configs=None,  # configuration names (None: all)
+) -> list:  # (experiment, cells) per chain
     "The chains of a run: (experiment, cells) per dataset x fold x configuration, each over the profile's grid."
     chosen = [protocol.experiment(n) for n in experiments] if experiments else list(protocol.experiments)
     known = sorted({c for exp in chosen for c in exp.configs})
@@ -335,7 +397,9 @@ def _availability(chains, offline: bool) -> dict:
     return problems
 
 # %% ../../nbs/80_harness.ipynb #2aeeec0d
-def records_frame(records: Sequence[dict]) -> pd.DataFrame:
+def records_frame(
+    records: Sequence[dict],  # finished cells
+) -> pd.DataFrame:
     "Cells as tidy rows: the cell's fields, its grid parameters and its metrics as columns."
     rows = []
     for r in records:
@@ -343,7 +407,10 @@ def records_frame(records: Sequence[dict]) -> pd.DataFrame:
         rows.append({**cell, **point, "status": r["status"], **r["metrics"], "cell_seconds": r["cell_seconds"]})
     return pd.DataFrame(rows)
 
-def compare(ours: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
+def compare(
+    ours: pd.DataFrame,  # our table (the published keys and 'value')
+    paper: pd.DataFrame | None,  # the published table (None: ours alone)
+) -> pd.DataFrame:
     "Ours beside the paper's: the published keys, `ours`, `paper`, `diff` = ours - paper (extra columns of ours kept)."
     ours = ours.rename(columns={"value": "ours"})
     if paper is None or not len(paper): return ours
@@ -384,7 +451,9 @@ def environment() -> dict:
 # %% ../../nbs/80_harness.ipynb #ca396816
 PROTOCOLS = {"consolo": "klrlab.repro.papers.consolo", "keerthi": "klrlab.repro.papers.keerthi"}
 
-def get_protocol(paper: str) -> Protocol:
+def get_protocol(
+    paper: str,  # a paper: consolo, keerthi, frandi, zhou or ong
+) -> Protocol:
     "The protocol of an implemented paper."
     if paper in PAPERS and paper not in PROTOCOLS:
         raise ReproError(f"paper {paper!r} has no reproduction yet; implemented: {', '.join(PROTOCOLS)}")
@@ -395,7 +464,11 @@ def get_protocol(paper: str) -> Protocol:
 # in a source checkout: the cells measured on the project's machine
 RESULTS_DIR = PACKAGE_DIR.parent / "nbs" / "results"
 
-def stored_cells(paper: str, profile: str, folder=None) -> pd.DataFrame | None:
+def stored_cells(
+    paper: str,  # a paper: consolo, keerthi, frandi, zhou or ong
+    profile: str,  # 'quick' or 'paper'
+    folder=None,  # where the cells are kept (default: nbs/results)
+) -> pd.DataFrame | None:
     "The stored cells of `paper`'s `profile` (None when the folder keeps none), as `records_frame` gives them."
     path = Path(RESULTS_DIR if folder is None else folder) / f"{paper}_{profile}_cells.csv.gz"
     if not path.is_file(): return None
@@ -415,7 +488,10 @@ def _with_source(table: pd.DataFrame, stored_sets: set) -> pd.DataFrame:
     source = np.where(table.dataset.isin(stored_sets), "stored", "computed")
     return table.assign(source=np.where(table.ours.isna(), "", source))
 
-def store_cells(result: "RunResult", folder=None) -> Path:
+def store_cells(
+    result: "RunResult",  # a run's result
+    folder=None,  # where the cells are kept (default: nbs/results)
+) -> Path:
     "Merge the cells `result` computed into the stored file of its paper and profile; the path written."
     path = Path(RESULTS_DIR if folder is None else folder) / f"{result.paper}_{result.profile}_cells.csv.gz"
     new = [cells[cells.source == "computed"].drop(columns="source") for cells in result.cells.values()]
@@ -434,9 +510,20 @@ def store_cells(result: "RunResult", folder=None) -> Path:
     return path
 
 # %% ../../nbs/80_harness.ipynb #121724a2
-def run(protocol: Protocol | str, profile: str | None = None, out=None, n_jobs: int | None = None, scheduler=None,
-        experiments=None, datasets=None, seed: int | None = None, offline: bool = False, progress: bool = True,
-        configs=None, results=None) -> RunResult:
+def run(
+    protocol: Protocol | str,  # a protocol or a paper's name
+    profile: str | None = None,  # 'quick' or 'paper' (default: settings.ini)
+    out=None,  # the output folder (default: settings.ini's out_dir)
+    n_jobs: int | None = None,  # local workers: >= 1, or -1 for all cores
+    scheduler=None,  # 'local' or a Dask scheduler address
+    experiments=None,  # experiment names (None: all)
+    datasets=None,  # dataset names (None: all of the profile)
+    seed: int | None = None,  # the base seed (default: settings.ini)
+    offline: bool = False,  # never download
+    progress: bool = True,  # show a progress bar
+    configs=None,  # configuration names (None: all)
+    results=None,  # where stored cells are kept (default: nbs/results)
+) -> RunResult:
     "Run (or resume) a paper's reproduction; see the section text for what lands in `out/<paper>/`."
     protocol = get_protocol(protocol) if isinstance(protocol, str) else protocol
     settings = load_settings()

@@ -16,7 +16,10 @@ from ..base import Certificate, SolverResult
 from ..dual import logistic_terms
 
 # %% ../../nbs/13_half_thresholding.ipynb #089ae547
-def half_threshold(z, mu):
+def half_threshold(
+    z,  # the points to threshold
+    mu,  # the step (broadcast against z)
+):  # the minimisers
     "argmin_x 1/2 (x - z)^2 + mu |x|^(1/2) coordinate-wise (Xu et al.'s operator at lambda = 2 mu); mu broadcasts."
     z = np.asarray(z, dtype=np.float64)
     lam = np.broadcast_to(2.0 * np.asarray(mu, dtype=np.float64), z.shape)
@@ -27,7 +30,10 @@ def half_threshold(z, mu):
     return out
 
 # %% ../../nbs/13_half_thresholding.ipynb #9f0cbccd
-def bordered_norm_squared(K, rows=None) -> float:
+def bordered_norm_squared(
+    K,  # a symmetric kernel matrix (n, n)
+    rows=None,  # the subset S (None: all points)
+) -> float:  # ||[K_SS 1]||_2^2
     """||[K_SS 1]||_2^2 (S = `rows`, default all): the top eigenvalue of K_SS K_SS' + 1 1', by Lanczos (an SVD is
     O(n^3))."""
     n = len(K)
@@ -75,8 +81,15 @@ def _half_thresholding_result(beta, bias, path, n_iter, decrease, tol, prox_grad
         support=np.flatnonzero(beta),
     )
 
-def solve_half_thresholding(K, y, C: float, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb",
-                            memory: int = 5) -> SolverResult:
+def solve_half_thresholding(
+    K,  # the kernel matrix of the training points (n, n)
+    y,  # labels in {-1, +1}
+    C: float,  # the data term's weight
+    tol: float = 1e-6,  # stop when the best objective's relative decrease per step is at most this
+    max_iter: int = 5000,  # the step cap
+    step: str = "bb",  # 'bb' (SpaRSA's step) or 'fixed' (Xu et al.'s 1/L)
+    memory: int = 5,  # SpaRSA's non-monotone memory (steps)
+) -> SolverResult:  # the coefficients beta, the bias, the objective along the steps
     "Proximal gradient for C sum log(1 + exp(-y (K beta + b))) + sum |beta_i|^(1/2): SpaRSA's step, or 1/L (`'fixed'`)."
     window = _stop_window(step, memory)
     objective = lambda beta, f: -C * log_expit(y * f).sum() + np.sqrt(np.abs(beta)).sum()
@@ -111,8 +124,15 @@ def solve_half_thresholding(K, y, C: float, tol: float = 1e-6, max_iter: int = 5
 
 # %% ../../nbs/13_half_thresholding.ipynb #815aaef4
 def solve_half_thresholding_many(
-    K, y, Cs, subsets=None, tol: float = 1e-6, max_iter: int = 5000, step: str = "bb", memory: int = 5
-) -> list:
+    K,  # the symmetric kernel matrix of all points (n, n)
+    y,  # labels in {-1, +1}
+    Cs,  # one C per problem
+    subsets=None,  # one array of row indices per problem (None: all)
+    tol: float = 1e-6,  # as solve_half_thresholding
+    max_iter: int = 5000,  # as solve_half_thresholding
+    step: str = "bb",  # as solve_half_thresholding
+    memory: int = 5,  # as solve_half_thresholding
+) -> list:  # one SolverResult per problem
     """`solve_half_thresholding` for problems j = (Cs[j], rows and columns subsets[j] of the symmetric K) at once: one
     read of K a step."""
     n, Cs = len(y), np.asarray(Cs, dtype=np.float64)[:, None]     # problems along axis 0: B[j] is problem j's beta

@@ -117,8 +117,15 @@ def _next_import(K, S, y, C, beta, b, n_candidates, rng, in_span):
         in_span[sample[np.isinf(trial)]] = True
         if np.isfinite(trial.min()): return int(sample[np.argmin(trial)])
 
-def solve_ivm(K, y, C: float, tol: float = 1e-3, max_import: int | None = None, n_candidates: int | None = None,
-              random_state=None) -> SolverResult:
+def solve_ivm(
+    K,  # the kernel matrix of the training points (n, n)
+    y,  # labels in {-1, +1}
+    C: float,  # the data term's weight
+    tol: float = 1e-3,  # stop when an import improves H by less than this (relative)
+    max_import: int | None = None,  # the most points to import (None: no cap)
+    n_candidates: int | None = None,  # score a random sample of this many candidates per import (None: every point)
+    random_state=None,  # seed or generator for the candidate sample
+) -> SolverResult:  # the import points (in order), their coefficients, the bias, H along the imports
     "Zhu & Hastie's greedy import on the kernel matrix K (y in {-1, +1}), certified by H's last relative improvement."
     K = np.ascontiguousarray(K, dtype=np.float64)
     n = len(y)

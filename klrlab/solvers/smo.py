@@ -47,9 +47,20 @@ def _joined_trace(rounds: list, gap: float, final_objective: float) -> dict:
         j=np.r_[pairs[:, 1], -1],
     )
 
-def solve_dual(cache: KernelCache, y, C: float, loss: str = "logistic", lam: float = 0.0, wss: str = "second",
-               tol: float = 1e-5, max_iter: int = 10_000_000, bound_eps: float | None = None, alpha0=None,
-               trace: bool = False, scheme: str = "box") -> SolverResult:
+def solve_dual(
+    cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
+    y,  # labels in {-1, +1}, one per cached point
+    C: float,  # the regularisation weight (> 0)
+    loss: str = "logistic",  # 'logistic' (KLR, sparse KLR) or 'hinge' (the C-SVM)
+    lam: float = 0.0,  # the weight lambda of -lambda sum alpha: 0 for KLR, > 0 for sparse KLR, 1 for the C-SVM
+    wss: str = "second",  # working-set rule: 'first' (maximal violating pair) or 'second' (second order)
+    tol: float = 1e-5,  # stop when the KKT violation m - M is at most this
+    max_iter: int = 10_000_000,  # the iteration cap
+    bound_eps: float | None = None,  # KLR's absolute lower bound (None: Keerthi's mu C)
+    alpha0=None,  # a warm start (made feasible), or None for the default start
+    trace: bool = False,  # record every iteration (violation, step, pair, objective)
+    scheme: str = "box",  # 'box' (the box rule) or 'keerthi' (Keerthi et al.'s two loops; KLR with wss='first')
+) -> SolverResult:  # alpha, bias, the certificate (the KKT violation) and the work
     "The KLR (`loss='logistic'`) or C-SVM (`loss='hinge'`, lam=1) dual by SMO; certified by the KKT violation m - M."
     y = _check_problem(cache, y, C, loss, lam, wss, tol, max_iter)
     _check_scheme(scheme, loss, wss, trace)
@@ -115,15 +126,32 @@ def _check_problem(cache, y, C, loss, lam, wss, tol, max_iter):
     return y
 
 # %% ../../nbs/11_smo.ipynb #4430b7d3
-def smo_svc(X, y, C: float = 1.0, kernel: Kernel | None = None, tol: float = 1e-3, max_iter: int = 10_000_000,
-            cache_size: float = 200.0, wss: str = "second") -> SolverResult:
+def smo_svc(
+    X,  # training points (n, p)
+    y,  # labels in {-1, +1}
+    C: float = 1.0,  # the regularisation weight
+    kernel: Kernel | None = None,  # the kernel (default: rbf with gamma = 1 / p)
+    tol: float = 1e-3,  # KKT tolerance (LIBSVM's default)
+    max_iter: int = 10_000_000,  # the iteration cap
+    cache_size: float = 200.0,  # MB of kernel rows to cache
+    wss: str = "second",  # working-set rule
+) -> SolverResult:  # the C-SVM dual's solution and certificate
     "The C-SVM dual solved by the same engine (y in {-1, +1}); decision f(x) = sum alpha_i y_i k(x_i, x) + bias."
     kernel = kernel or Kernel("rbf", gamma=1.0 / check_matrix(X).shape[1])
     return solve_dual(kernel.cache(X, cache_size), y, C, loss="hinge", lam=1.0, wss=wss, tol=tol, max_iter=max_iter)
 
 # %% ../../nbs/11_smo.ipynb #64dbb5ff
-def solve_path(cache: KernelCache, y, Cs, lams=0.0, loss: str = "logistic", alpha0=None, bound_eps: float | None = None,
-               bound_eps_mode: str = "relative", **options) -> list:
+def solve_path(
+    cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
+    y,  # labels in {-1, +1}, one per cached point
+    Cs,  # the C values, in the order to solve them
+    lams=0.0,  # one lambda for all, or one per C
+    loss: str = "logistic",  # 'logistic' or 'hinge'
+    alpha0=None,  # a warm start for the first problem (None: the default start)
+    bound_eps: float | None = None,  # KLR's lower bound, as the estimators read it
+    bound_eps_mode: str = "relative",  # 'relative' or 'absolute'
+    **options,  # passed to solve_dual (wss, tol, max_iter, ...)
+) -> list:  # one SolverResult per C
     """`solve_dual` at each (Cs[k], lams[k]) in turn, each warm-started from the previous solution (the first from
     alpha0)."""
     Cs = [float(C) for C in np.atleast_1d(Cs)]
