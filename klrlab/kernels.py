@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import eigvalsh
+from scipy.linalg import cholesky, eigvalsh
 from scipy.sparse.linalg import eigsh
 
 from ._kernels import KERNEL_CODES, KernelCache, replay, row_capacity
@@ -250,12 +250,19 @@ def check_precomputed_kernel(
     if n <= 2000:
         eig = eigvalsh(K)
         smallest, largest = eig[0], eig[-1]
-    else:
-        smallest = eigsh(K, k=1, which="SA", return_eigenvectors=False, tol=1e-6)[0]
-        largest = eigsh(K, k=1, which="LA", return_eigenvectors=False, tol=1e-6)[0]
-    if smallest < -tol * max(1.0, largest):
-        raise ValueError(f"{name} is not positive semidefinite: its smallest eigenvalue is {smallest:.3g} "
-                         f"(largest {largest:.3g}); the dual problems need a PSD kernel")
+        if smallest < -tol * max(1.0, largest):
+            raise ValueError(f"{name} is not positive semidefinite: its smallest eigenvalue is {smallest:.3g} "
+                             f"(largest {largest:.3g}); the dual problems need a PSD kernel")
+        return K
+    # large n: the smallest eigenvalue by Lanczos converges slowly where a kernel's spectrum clusters at zero;
+    # K + shift I has a Cholesky factor exactly when every eigenvalue of K exceeds -shift, in O(n^3 / 3)
+    largest = float(eigsh(K, k=1, which="LA", return_eigenvectors=False, tol=1e-6)[0])
+    shift = tol * max(1.0, largest)
+    try: cholesky(K + shift * np.eye(n), lower=True, overwrite_a=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        raise ValueError(f"{name} is not positive semidefinite: K + {shift:.3g} I has no Cholesky factor, so an "
+                         f"eigenvalue is below -{shift:.3g} (largest {largest:.3g}); the dual problems need a PSD "
+                         "kernel") from None
     return K
 
 # %% ../nbs/01_kernels.ipynb #cf664fc1

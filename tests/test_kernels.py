@@ -131,6 +131,16 @@ def test_precomputed_checks():
         Kernel("precomputed").cache(indefinite)
 
 
+def test_precomputed_check_above_2000_points_uses_a_shifted_cholesky():
+    # beyond 2000 points the check is a Cholesky factor of K + shift I, not a full eigendecomposition
+    X = np.random.default_rng(3).normal(size=(2100, 4))
+    K = rbf_kernel(X, gamma=0.5)
+    np.testing.assert_array_equal(check_precomputed_kernel(K), K)
+    indefinite = K.copy(); indefinite[0, 1] = indefinite[1, 0] = 3.0     # a 2x2 minor [[1, 3], [3, 1]] < 0
+    with pytest.raises(ValueError, match="X is not positive semidefinite: K .* I has no Cholesky factor"):
+        check_precomputed_kernel(indefinite, "X")
+
+
 def test_precomputed_cache_serves_the_matrix_without_evaluations():
     K = rbf_kernel(A, gamma=0.5)
     cache = Kernel("precomputed").cache(K)
