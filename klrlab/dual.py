@@ -6,7 +6,8 @@ Docs: https://klrlab.github.io/klrlab/dual.html.md"""
 
 # %% auto #0
 __all__ = ['LOSSES', 'KEERTHI_MU', 'SPARSE_BOUND', 'box', 'lower_bound', 'initial_alpha', 'feasible_alpha', 'rescale_alpha',
-           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms']
+           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'meb_matrix',
+           'meb_delta2', 'meb_tolerance', 'meb_relative_gap']
 
 # %% ../nbs/10_dual.ipynb #de7694e8
 import numpy as np
@@ -160,3 +161,35 @@ def logistic_terms(
     loss = -C * log_expit(y * f).sum()
     p = expit(-y * f)
     return loss, -C * y * p, C * p * (1 - p)
+
+# %% ../nbs/10_dual.ipynb #6444a325
+def meb_matrix(
+    K,  # the kernel matrix of the training points (n, n)
+    y,  # labels in {-1, +1}
+    C: float,  # the L2-SVM's weight of the squared slacks (> 0)
+) -> np.ndarray:  # Q = (y y') o (K + 1 1') + I / C
+    "The matrix of the L2-SVM's MEB dual (Frandi et al.'s Eq. 18): small problems and oracles only."
+    y = np.asarray(y, dtype=np.float64)
+    return np.outer(y, y) * (np.asarray(K, dtype=np.float64) + 1.0) + np.eye(len(y)) / C
+
+def meb_delta2(
+    kernel_diagonal,  # k(x_i, x_i) for every training point
+    C: float,  # the L2-SVM's weight (> 0)
+) -> float:  # the constant Delta^2 of g = Delta^2 - alpha' Q alpha
+    "Delta^2 = max_i Q_ii = max_i k(x_i, x_i) + 1 + 1/C: the squared radius of a point of the ball (Eq. 17)."
+    return float(np.max(kernel_diagonal)) + 1.0 + 1.0 / C
+
+# %% ../nbs/10_dual.ipynb #cb4e7026
+def meb_tolerance(
+    eps: float,  # the paper's epsilon of the (1 + eps)-approximate ball, in (0, 1)
+) -> float:  # (1 + eps)^2 - 1, the bound on the relative Frank-Wolfe gap
+    "The relative-gap tolerance of the paper's stopping test (35): delta_+ <= (1 + eps)^2 - 1."
+    return (1.0 + eps) ** 2 - 1.0
+
+def meb_relative_gap(
+    s,  # s = Q alpha for every candidate point
+    R: float,  # alpha' Q alpha
+    delta2: float,  # the constant Delta^2
+) -> float:  # 2 (R - min_i s_i) / (Delta^2 - R)
+    "The Frank-Wolfe gap of g = Delta^2 - alpha' Q alpha relative to g: at most tol certifies (1 - tol) g* <= g."
+    return 2.0 * (R - float(np.min(s))) / (delta2 - R)

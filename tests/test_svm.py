@@ -1,0 +1,100 @@
+"""FrankWolfeSVC: the scikit-learn contract, the QP oracle through the estimator, multi-class, bad input."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from klrlab import FrankWolfeSVC
+from klrlab.datasets import make_twonorm
+from klrlab.kernels import Kernel
+from klrlab.reference import l2svm_dual_qp
+
+
+@parametrize_with_checks([FrankWolfeSVC(), FrankWolfeSVC(algorithm="pairwise", kernel="linear"),
+                          FrankWolfeSVC(algorithm="cvm", sample_size=10, n_trials=3)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "precomputed"])
+def test_decision_values_match_the_qp_oracle(kernel):
+    X, y = make_twonorm(90, n_features=4, seed=8)
+    Xt, _ = make_twonorm(50, n_features=4, seed=9)
+    k = Kernel("poly", gamma=0.2, degree=2, coef0=1.0) if kernel == "poly" else Kernel("rbf", gamma=0.2)
+    qp = l2svm_dual_qp(k(X), y, 3.0)
+    h_qp = k(Xt, X) @ (qp["alpha"] * y) + qp["bias"]
+    params = dict(C=3.0, eps=1e-9, random_state=0)
+    if kernel == "precomputed":
+        model = FrankWolfeSVC(kernel="precomputed", **params).fit(k(X), y)
+        h = model.decision_function(k(Xt, X))
+    else:
+        poly = dict(degree=2, coef0=1.0) if kernel == "poly" else {}
+        model = FrankWolfeSVC(kernel=kernel, gamma=0.2, **poly, **params).fit(X, y)
+        h = model.decision_function(Xt)
+    assert model.converged_ and model.dual_gap_ <= model.certificate_.tol
+    np.testing.assert_allclose(h, h_qp, atol=1e-4 * np.abs(h_qp).max())
+    assert np.isclose(model.dual_coef_.sum(), model.intercept_[0])          # b = sum alpha_i y_i
+
+
+def test_support_vectors_are_the_points_with_weight():
+    X, y = make_twonorm(200, seed=3)
+    model = FrankWolfeSVC(C=1.0, gamma=0.05, random_state=0).fit(X, y)
+    alpha = model.solver_results_[0].alpha
+    assert list(model.support_) == list(np.flatnonzero(alpha > 0))
+    assert model.n_support_.sum() == len(model.support_) and 0 < model.support_fraction_ <= 1
+
+
+def test_multiclass_one_vs_rest():
+    X, y = load_iris(return_X_y=True)
+    model = FrankWolfeSVC(C=10.0, random_state=0).fit(X, y)
+    assert model.score(X, y) > 0.9 and model.decision_function(X).shape == (150, 3)
+    assert len(model.solver_results_) == 3 and model.dual_gap_.shape == (3,)
+
+
+def test_max_iter_warns_with_the_gap_reached():
+    X, y = make_twonorm(200, seed=3)
+    with pytest.warns(ConvergenceWarning, match="relative_dual_gap"):
+        FrankWolfeSVC(algorithm="fw", eps=1e-9, max_iter=50, random_state=0).fit(X, y)
+
+
+def test_n_trials_without_sampling_is_named():
+    X, y = make_twonorm(60, seed=3)
+    with pytest.warns(UserWarning, match="n_trials=3 has no effect"):
+        FrankWolfeSVC(n_trials=3, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("bad,name", [(dict(C=0.0), "C"), (dict(eps=1.0), "eps"), (dict(eps=0.0), "eps"),
+                                      (dict(algorithm="smo"), "algorithm"), (dict(init="zeros"), "init"),
+                                      (dict(sample_size=0), "sample_size"), (dict(kernel="sigmoid"), "kernel")])
+def test_bad_parameters_are_named(bad, name):
+    X, y = make_twonorm(40, seed=1)
+    with pytest.raises(ValueError, match=f"'{name}' parameter"):
+        FrankWolfeSVC(**bad).fit(X, y)
+
+
+def test_a_precomputed_kernel_that_is_not_psd_is_refused():
+    X, y = make_twonorm(30, seed=1)
+    with pytest.raises(ValueError, match="not positive semidefinite"):
+        FrankWolfeSVC(kernel="precomputed").fit(-Kernel("rbf", gamma=0.5)(X), y)
+
+
+SWEEP = dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, algorithm="fw", eps=1e-2, max_iter=5,
+             init="two-point", sample_size=7, n_trials=3, random_state=1)
+
+
+@pytest.mark.parametrize("name", list(SWEEP))
+def test_no_parameter_is_silently_ignored(name):
+    "Set alone away from its default, every parameter changes the model, or a warning or an error names it."
+    X, y = make_twonorm(120, seed=6)
+    assert set(SWEEP) | {"cache_size"} >= set(FrankWolfeSVC().get_params())    # cache_size only changes the cost
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        default = FrankWolfeSVC(random_state=0).fit(X, y).decision_function(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        changed = FrankWolfeSVC(**({"random_state": 0} | {name: SWEEP[name]})).fit(X, y).decision_function(X)
+    named = [w for w in caught if f"{name}=" in str(w.message)]
+    assert named or not np.array_equal(changed, default), f"{name} changed nothing and no warning named it"
