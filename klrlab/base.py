@@ -9,8 +9,9 @@ __all__ = ['Certificate', 'SolverResult', 'BaseKernelClassifier']
 
 # %% ../nbs/03_base.ipynb #7f582df9
 import inspect
+from itertools import combinations
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,7 +19,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import _ovr_decision_function, check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .dual import rescale_alpha
@@ -82,6 +83,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         "warm_start": ["boolean", StrOptions({"kernel"})],
     }
     _binary_only = False     # True for a method that has no multi-class form
+    _multiclass = "ovr"      # more than two classes: 'ovr' (one problem per class) or 'ovo' (one per pair, LIBSVM's)
     _uses_row_cache = True   # False for a solver that reads the whole kernel matrix (it gets cache=None)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0) -> SolverResult:
@@ -149,8 +151,11 @@ def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
     return [rescale_alpha(r.alpha, fitted_C, C) for r in previous]
 
 def _fit(self, X, y):
-    "Fit one problem per class (one for two classes) and store the model; subclasses' `fit` calls this."
+    "Fit one problem per class (one for two classes; one per pair with `_multiclass='ovo'`), store the model."
     X, y = self._prepare(X, y)
+    if len(self.classes_) > 2 and self._multiclass == "ovo":
+        self._store_results(X, y, self._fit_pairs(X, y))
+        return self
     positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
     previous = self._warm_alpha(len(positives), len(y))
     cache = self._kernel_cache(X) if self._uses_row_cache else None
@@ -161,6 +166,22 @@ def _fit(self, X, y):
     self._store_results(X, y, results)
     self._fit_C = getattr(self, "C", None)
     return self
+
+def _fit_pairs(self, X, y) -> list:
+    """One-vs-one: a problem per pair (a, b) of classes, a before b, on their points alone (+1 for a, as LIBSVM);
+    each result is spread back to all n points (zero outside its pair) so that the model is stored as for one-vs-rest."""
+    results, n = [], len(y)
+    for a, b in combinations(self.classes_, 2):
+        rows = np.flatnonzero((y == a) | (y == b))
+        X_pair = X[np.ix_(rows, rows)] if self.kernel == "precomputed" else X[rows]
+        y_pm = np.where(y[rows] == a, 1.0, -1.0)
+        cache = self._kernel.cache(X_pair, getattr(self, "cache_size", 200.0)) if self._uses_row_cache else None
+        r = self._solve_binary(X_pair, y_pm, self._kernel, cache, None)
+        alpha, coef = np.zeros(n), np.zeros(n)
+        alpha[rows], coef[rows] = r.alpha, r.alpha * y_pm if r.coef is None else r.coef
+        support = None if r.support is None else rows[np.asarray(r.support, dtype=np.intp)]
+        results.append(replace(r, alpha=alpha, coef=coef, support=support))
+    return results
 
 def _kernel_cache(self, X):
     "The kernel-row cache for X: the previous fit's when warm-started on the same points, kernel and cache size."
@@ -181,6 +202,7 @@ def _getstate(self):
     return state
 
 BaseKernelClassifier._prepare, BaseKernelClassifier._warm_alpha, BaseKernelClassifier._fit = _prepare, _warm_alpha, _fit
+BaseKernelClassifier._fit_pairs = _fit_pairs
 BaseKernelClassifier._unused_parameters, BaseKernelClassifier._warn_unused_parameters = (
     _unused_parameters,
     _warn_unused_parameters,
@@ -199,8 +221,8 @@ def _store_results(self, X, y, results: list) -> None:
     n_problems = len(results)
     dual_coef = np.zeros((n_problems, len(support)))
     for k, r in enumerate(results):
-        y_pm = np.where(y == (self.classes_[1] if n_problems == 1 else self.classes_[k]), 1.0, -1.0)
-        coef = r.alpha * y_pm if r.coef is None else r.coef
+        coef = r.coef       # one-vs-one results carry theirs; one-vs-rest: y_i alpha_i with class k as +1
+        if coef is None: coef = r.alpha * np.where(y == (self.classes_[1] if n_problems == 1 else self.classes_[k]), 1, -1)
         dual_coef[k] = coef[support] * np.isin(support, supports[k])
     self.support_ = support
     self.support_vectors_ = X[support] if self.kernel != "precomputed" else np.empty((0, X.shape[1]))
@@ -218,14 +240,15 @@ def _store_results(self, X, y, results: list) -> None:
     for k, r in enumerate(results):
         if not r.converged:
             which = "" if n_problems == 1 else f" (class {self.classes_[k]} vs rest)"
+            advice = r.info.get("advice", "Increase max_iter, or loosen tol.")       # a solver may know better
             warnings.warn(f"{type(self).__name__} did not converge{which} in {r.n_iter} iterations: {r.certificate}. "
-                          "Increase max_iter, or loosen tol.", ConvergenceWarning, stacklevel=3)
+                          f"{advice}", ConvergenceWarning, stacklevel=3)
 
 BaseKernelClassifier._store_results = _store_results
 
 # %% ../nbs/03_base.ipynb #4beb2f40
 def _decision_function(self, X):
-    "f(x) = sum_i dual_coef_i k(support_vector_i, x) + intercept: shape (n,) for two classes, (n, n_classes) otherwise."
+    "f(x) = sum_i dual_coef_i k(support_vector_i, x) + intercept: (n,) for two classes, (n, n_classes) otherwise (ovo: votes)."
     check_is_fitted(self)
     X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
     if not len(self.support_):
@@ -235,7 +258,10 @@ def _decision_function(self, X):
     else:
         scores = self._kernel.dot(X, self.support_vectors_, self.dual_coef_.T)
     scores = scores + self.intercept_
-    return scores.ravel() if len(self.classes_) == 2 else scores
+    if len(self.classes_) == 2: return scores.ravel()
+    if self._multiclass == "ovo":      # votes of the pairs plus a bounded confidence, as scikit-learn's SVC reports them
+        return _ovr_decision_function(scores < 0, -scores, len(self.classes_))
+    return scores
 
 def _predict(self, X):
     "The class with the largest decision value (for two classes: `classes_[1]` where f(x) > 0)."

@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/svm.html.md"""
 # %% auto #0
 __all__ = ['FrankWolfeSVC']
 
-# %% ../nbs/23_svm.ipynb #0119997a
+# %% ../nbs/23_svm.ipynb #01a88e31
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_random_state
 from .base import BaseKernelClassifier
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 
-# %% ../nbs/23_svm.ipynb #0c8ad4e7
+# %% ../nbs/23_svm.ipynb #fab15a88
 class FrankWolfeSVC(BaseKernelClassifier):
     "The L2-SVM trained in its minimum-enclosing-ball dual by Frank-Wolfe methods (Frandi et al.), certified by the gap."
 
@@ -30,8 +30,10 @@ class FrankWolfeSVC(BaseKernelClassifier):
         "init": [StrOptions(set(INITS))],
         "sample_size": [None, Interval(Integral, 1, None, closed="left")],
         "n_trials": [Interval(Integral, 1, None, closed="left")],
+        "refine": ["boolean"],
         "random_state": ["random_state"],
     }
+    _multiclass = "ovo"
 
     def __init__(
         self,
@@ -46,12 +48,14 @@ class FrankWolfeSVC(BaseKernelClassifier):
         init="random20",  # 'random20' (20 class-balanced random points, their ball solved) or 'two-point'
         sample_size=None,  # points drawn per vertex search (the paper's 59); None: every point
         n_trials=1,  # samples drawn before a passing stopping test is accepted (LibCVM: 7); needs sample_size
+        refine=True,  # after a sampled stop, go on with exact searches until the full gap holds (False: the paper's)
         cache_size=200.0,  # MB of kernel rows to cache
         random_state=None,  # seed of the start and the samples
     ):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.algorithm, self.eps, self.max_iter, self.init = algorithm, eps, max_iter, init
-        self.sample_size, self.n_trials, self.cache_size, self.random_state = sample_size, n_trials, cache_size, random_state
+        self.sample_size, self.n_trials, self.refine = sample_size, n_trials, refine
+        self.cache_size, self.random_state = cache_size, random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -61,13 +65,13 @@ class FrankWolfeSVC(BaseKernelClassifier):
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_frank_wolfe(cache, y, self.C, self.algorithm, self.eps, self.max_iter, self.init,
-                                 sample_size=self.sample_size, n_trials=self.n_trials,
+                                 sample_size=self.sample_size, n_trials=self.n_trials, refine=self.refine,
                                  random_state=int(self._seeds.randint(2**31)))
 
     def _unused_parameters(self) -> list:
         unused = super()._unused_parameters()
         if self.sample_size is None:
-            unused.append(("n_trials", "with sample_size=None every point is searched"))
+            unused += [(name, "with sample_size=None every point is searched") for name in ("n_trials", "refine")]
         return unused
 
     @property

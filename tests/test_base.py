@@ -72,6 +72,35 @@ def test_one_vs_rest(blobs):
         np.testing.assert_allclose(scores[:, k], binary.decision_function(X3), rtol=1e-9, atol=1e-12)
 
 
+class PairwiseMeanClassifier(KernelMeanClassifier):
+    _multiclass = "ovo"
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_one_vs_one(blobs, kernel):
+    "Each pair's problem is the binary classifier of its two classes alone; the prediction is the pairs' max-wins vote."
+    from sklearn.utils.multiclass import _ovr_decision_function
+    X, y = blobs
+    rng = np.random.default_rng(1)
+    X3 = np.r_[X, rng.normal([0, 5], 1, (30, 2))]
+    y3 = np.r_[y, [2] * 30]
+    K3 = rbf_kernel(X3, X3, 0.5)
+    fit_X = K3 if kernel == "precomputed" else X3
+    clf = PairwiseMeanClassifier(kernel=kernel, gamma=0.5).fit(fit_X, y3)
+    assert clf.dual_coef_.shape == (3, 90) and clf.intercept_.shape == (3,) and len(clf.solver_results_) == 3
+    pair_scores = []
+    for k, (a, b) in enumerate([(0, 1), (0, 2), (1, 2)]):
+        rows = np.isin(y3, (a, b))
+        binary = KernelMeanClassifier(gamma=0.5).fit(X3[rows], np.where(y3[rows] == a, 1, 0))
+        pair_scores.append(binary.decision_function(X3))
+        assert not clf.dual_coef_[k][~rows].any()                    # a pair's model uses its two classes only
+    pair_scores = np.column_stack(pair_scores)
+    expected = _ovr_decision_function(pair_scores < 0, -pair_scores, 3)
+    np.testing.assert_allclose(clf.decision_function(fit_X), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(clf.predict(fit_X), np.argmax(expected, axis=1))
+    assert (clf.predict(fit_X) == y3).mean() > 0.85
+
+
 def test_kernel_cache_shared_across_one_vs_rest(blobs):
     X, y = blobs
     X3, y3 = np.r_[X, X[:10] + 5], np.r_[y, [2] * 10]

@@ -47,11 +47,21 @@ def test_support_vectors_are_the_points_with_weight():
     assert model.n_support_.sum() == len(model.support_) and 0 < model.support_fraction_ <= 1
 
 
-def test_multiclass_one_vs_rest():
+def test_multiclass_one_vs_one_is_max_wins_over_pairwise_models():
     X, y = load_iris(return_X_y=True)
+    y = np.array(["setosa", "versicolor", "virginica"])[y]
     model = FrankWolfeSVC(C=10.0, random_state=0).fit(X, y)
     assert model.score(X, y) > 0.9 and model.decision_function(X).shape == (150, 3)
     assert len(model.solver_results_) == 3 and model.dual_gap_.shape == (3,)
+    votes = np.zeros((150, 3))
+    for (a, b) in [(0, 1), (0, 2), (1, 2)]:        # each pair refitted alone: the same problem, so the same sign
+        rows = np.isin(y, model.classes_[[a, b]])
+        pair = FrankWolfeSVC(C=10.0, random_state=0).fit(X[rows], np.where(y[rows] == model.classes_[a], 1, 0))
+        wins_a = pair.decision_function(X) > 0
+        votes[:, a] += wins_a; votes[:, b] += ~wins_a
+    clear = np.sort(votes, 1)[:, -1] > np.sort(votes, 1)[:, -2]      # no tie in the votes
+    assert clear.sum() > 140
+    np.testing.assert_array_equal(model.predict(X)[clear], model.classes_[np.argmax(votes[clear], 1)])
 
 
 def test_max_iter_warns_with_the_gap_reached():
@@ -82,7 +92,7 @@ def test_a_precomputed_kernel_that_is_not_psd_is_refused():
 
 
 SWEEP = dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, algorithm="fw", eps=1e-2, max_iter=5,
-             init="two-point", sample_size=7, n_trials=3, random_state=1)
+             init="two-point", sample_size=7, n_trials=3, refine=False, random_state=1)
 
 
 @pytest.mark.parametrize("name", list(SWEEP))
@@ -98,3 +108,12 @@ def test_no_parameter_is_silently_ignored(name):
         changed = FrankWolfeSVC(**({"random_state": 0} | {name: SWEEP[name]})).fit(X, y).decision_function(X)
     named = [w for w in caught if f"{name}=" in str(w.message)]
     assert named or not np.array_equal(changed, default), f"{name} changed nothing and no warning named it"
+
+
+def test_a_sampled_stop_above_tolerance_warns_with_the_remedy():
+    X, y = make_twonorm(1500, seed=4)
+    with pytest.warns(ConvergenceWarning, match="sampled stopping test passed .* set refine=True"):
+        model = FrankWolfeSVC(gamma=0.05, eps=1e-4, sample_size=5, refine=False, random_state=3).fit(X, y)
+    assert not model.converged_ and model.dual_gap_ > model.certificate_.tol
+    refined = FrankWolfeSVC(gamma=0.05, eps=1e-4, sample_size=5, refine=True, random_state=3).fit(X, y)
+    assert refined.converged_ and refined.dual_gap_ <= refined.certificate_.tol

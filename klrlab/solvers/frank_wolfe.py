@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/frank_wolfe.html.md"""
 # %% auto #0
 __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 
-# %% ../../nbs/14_frank_wolfe.ipynb #1a3b4b22
+# %% ../../nbs/14_frank_wolfe.ipynb #d0895a40
 import numpy as np
 
 from ..base import Certificate, SolverResult
@@ -15,7 +15,7 @@ from ..dual import meb_delta2, meb_tolerance
 from ..kernels import KernelCache
 from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores
 
-# %% ../../nbs/14_frank_wolfe.ipynb #05fff6e9
+# %% ../../nbs/14_frank_wolfe.ipynb #60bd79d2
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
@@ -39,7 +39,7 @@ def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_s
     if int(n_trials) != n_trials or n_trials < 1: raise ValueError(f"n_trials={n_trials!r}; it must be an integer >= 1")
     return y
 
-# %% ../../nbs/14_frank_wolfe.ipynb #ea789933
+# %% ../../nbs/14_frank_wolfe.ipynb #56e7807d
 def _scores(cache, y, C, alpha) -> tuple:
     "s = Q alpha for every training point and R = alpha' Q alpha, from scratch (the cached rows of the active points)."
     s = np.empty(len(y))
@@ -81,7 +81,7 @@ def initial_alpha(
     _solve_on(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool, 1e-10, 100_000, int(rng.integers(2**62)))
     return alpha
 
-# %% ../../nbs/14_frank_wolfe.ipynb #2a3750db
+# %% ../../nbs/14_frank_wolfe.ipynb #d3437993
 def _trace_buffers(budget: int, trace: bool) -> tuple:
     "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
     if not trace: return (None,) * 5
@@ -130,7 +130,7 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
         if STATUS[status] != "converged": break
     return steps, R, status, parts, outer
 
-# %% ../../nbs/14_frank_wolfe.ipynb #a830d345
+# %% ../../nbs/14_frank_wolfe.ipynb #98f9afdd
 def solve_frank_wolfe(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point
@@ -175,13 +175,15 @@ def solve_frank_wolfe(
         s, R = _scores(cache, y, C, alpha)
         gap = 2.0 * (R - s.min()) / (delta2 - R)
         if refinements >= 3: break
+    advice = ("The sampled stopping test passed while the gap over every point did not: set refine=True, or "
+              "sample_size=None." if STATUS[status] == "converged" else "Increase max_iter, or loosen eps.")
     return SolverResult(
         alpha=alpha, bias=float(alpha @ y), certificate=Certificate("relative_dual_gap", gap, tol), n_iter=steps,
         n_kernel_evals=cache.n_kernel_evals - evals_before, converged=bool(gap <= tol), objective=delta2 - R,
         trace=_joined_trace(parts) if trace else None,
         info=dict(algorithm=algorithm, eps=eps, delta2=delta2, margin=R, status=STATUS[status], init=init,
                   sample_size=sample_size, n_trials=n_trials, refinements=refinements, cvm_iterations=outer,
-                  core_size=int(np.count_nonzero(alpha))))
+                  core_size=int(np.count_nonzero(alpha)), advice=advice))
 
 def _start(cache, y, C, init, n_init, rng, alpha0) -> np.ndarray:
     "The warm start projected onto the simplex's face it names (clipped at 0, renormalised), else `initial_alpha`."

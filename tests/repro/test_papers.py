@@ -114,3 +114,31 @@ def test_consolo_l12_chain_fits_its_grid_once_and_hands_it_on():
     with pytest.raises(SkipPoint) as skip:
         consolo_point(data, cell(quick[5], "SVM"), None)
     assert skip.value.state is None
+
+
+def test_frandi_protocol_tunes_C_with_cvm_and_reports_every_method(tmp_path):
+    from types import SimpleNamespace
+
+    from klrlab.datasets import make_twonorm
+    from klrlab.repro.papers.frandi import CONFIGS, SPEED, grid
+    X, y = make_twonorm(500, n_features=5, seed=2)
+
+    def load_small(name, seed=0, offline=False):
+        return SimpleNamespace(X=X[:300], y=y[:300], X_test=X[300:], y_test=y[300:])
+
+    small = Experiment("speed", "small", ["twonorm"], CONFIGS, grid([1.0, 16.0]), SPEED.run_point, SPEED.summarize,
+                       folds=["val", "test-r0"], load=load_small, published=SPEED.published, timed=True)
+    result = run(Protocol("frandi", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    cells = result.cells["speed"]
+    val = cells[cells.fold == "val"]
+    assert set(val[val.status == "done"].config) == {"CVM"}                 # C is tuned with CVM alone
+    assert (cells[cells.fold == "test-r0"].status == "done").all()
+    t2, t3 = result.tables["table2"].dropna(subset=["ours"]), result.tables["table3"].dropna(subset=["ours"])
+    assert sorted(t2.method) == sorted(CONFIGS) and sorted(t3.method) == sorted(CONFIGS)
+    assert t2.C.nunique() == 1 and t2.C.iloc[0] in (1.0, 16.0)
+    best = val[val.status == "done"].sort_values(["accuracy_pct", "C"], ascending=[False, True]).C.iloc[0]
+    assert t2.C.iloc[0] == best
+    family = t2[t2.method != "SVC"].ours
+    assert family.max() - family.min() < 1.0 and (t3.ours > 0).all()
+    fw = cells[(cells.status == "done") & (cells.config != "SVC")]
+    assert fw.gap.notna().all() and ((fw.gap <= fw.gap_tol) == fw.converged.astype(bool)).all()
