@@ -47,6 +47,25 @@ cdef inline void add_row(double[::1] s, const double* K_row, const double[::1] y
     s[i] += weight * inv_C
 
 
+cdef inline void add_row_on(double[::1] s, const double* K_row, const double[::1] y, Py_ssize_t i, double inv_C,
+                            double keep, double weight, const Py_ssize_t[::1] pool) noexcept nogil:
+    "add_row on the points of `pool` alone (i among them): the Core Vector Machine's inner solve, O(|pool|) a step."
+    cdef Py_ssize_t k, p
+    cdef double yi = y[i]
+    for k in range(pool.shape[0]):
+        p = pool[k]
+        s[p] = keep * s[p] + weight * (y[p] * yi * (K_row[p] + 1.0))
+    s[i] += weight * inv_C
+
+
+cdef inline void step_scores(double[::1] s, const double* K_row, const double[::1] y, Py_ssize_t i, double inv_C,
+                             double keep, double weight, const Py_ssize_t[::1] pool, bint pool_only) noexcept nogil:
+    if pool_only:
+        add_row_on(s, K_row, y, i, inv_C, keep, weight, pool)
+    else:
+        add_row(s, K_row, y, i, inv_C, keep, weight)
+
+
 cdef inline unsigned long long next_random(unsigned long long* state) noexcept nogil:
     "xorshift64*: a small seeded generator, so sampling runs without the GIL and repeats bit for bit."
     cdef unsigned long long x = state[0]
@@ -125,14 +144,35 @@ def meb_scores(KernelCache cache, const double[::1] y, double C, const double[::
     return R
 
 
+def scores_at(KernelCache cache, const double[::1] y, double C, const double[::1] alpha,
+              const Py_ssize_t[::1] candidates, double[::1] s):
+    """s_i = (Q alpha)_i for the `candidates` alone, written into s: the cached rows of the points with alpha_j > 0 read
+    at the candidates' columns, O(|candidates| q) (how CVM scores its samples without keeping every s_i)."""
+    cdef Py_ssize_t j, k, i, n = alpha.shape[0], m = candidates.shape[0]
+    cdef double inv_C = 1.0 / C, a
+    cdef const double* K_row
+    with nogil:
+        for k in range(m):
+            i = candidates[k]
+            s[i] = alpha[i] * inv_C
+        for j in range(n):
+            a = alpha[j]
+            if a != 0.0:
+                K_row = cache.row(j)
+                for k in range(m):
+                    i = candidates[k]
+                    s[i] += a * y[j] * y[i] * (K_row[i] + 1.0)
+
+
 def frank_wolfe(KernelCache cache, const double[::1] y, double C, double[::1] alpha, double[::1] s, double R,
                 double delta2, const Py_ssize_t[::1] pool, int algorithm, double tol, long long max_iter,
                 Py_ssize_t sample_size, Py_ssize_t n_trials, unsigned long long seed,
                 double[::1] trace_objective=None, double[::1] trace_gap=None, signed char[::1] trace_step=None,
-                long long[::1] trace_core=None, long long[::1] trace_evals=None):
+                long long[::1] trace_core=None, long long[::1] trace_evals=None, bint pool_only=False):
     """Frank-Wolfe (`algorithm` FW), with away steps (MFW) or pairwise steps (PAIRWISE) on the simplex over `pool`.
 
-    alpha, s = Q alpha and R = alpha' Q alpha are updated in place. Stops when the sampled (or full) Frank-Wolfe gap
+    alpha, s = Q alpha and R = alpha' Q alpha are updated in place (with `pool_only`, s on the pool's points alone:
+    the others' scores go stale, as in the Core Vector Machine's inner solve). Stops when the sampled (or full) Frank-Wolfe gap
     2 (R - s_i*) is at most tol * g with g = delta2 - R, i.e. delta_+ <= (1 + eps)^2 - 1 (the paper's test (35));
     with sampling, up to `n_trials` samples are drawn before the test is accepted. Returns (steps, R, status)."""
     cdef Py_ssize_t n = s.shape[0], n_pool = pool.shape[0]
@@ -183,7 +223,7 @@ def frank_wolfe(KernelCache cache, const double[::1] y, double C, double[::1] al
                 lam = fw_gain / curvature if curvature > 0.0 else 1.0
                 if lam > 1.0:
                     lam = 1.0
-                add_row(s, K_i, y, i, inv_C, 1.0 - lam, lam)
+                step_scores(s, K_i, y, i, inv_C, 1.0 - lam, lam, pool, pool_only)
                 R = (1.0 - lam) * (1.0 - lam) * R + 2.0 * lam * (1.0 - lam) * s_i \
                     + lam * lam * (cache.diag(i) + 1.0 + inv_C)
                 for k in range(n_active):
@@ -205,7 +245,7 @@ def frank_wolfe(KernelCache cache, const double[::1] y, double C, double[::1] al
                 lam = away_gain / curvature if curvature > 0.0 else lam_max
                 if lam >= lam_max:
                     lam, step = lam_max, STEP_DROP
-                add_row(s, K_j, y, j, inv_C, 1.0 + lam, -lam)
+                step_scores(s, K_j, y, j, inv_C, 1.0 + lam, -lam, pool, pool_only)
                 R = (1.0 + lam) * (1.0 + lam) * R - 2.0 * lam * (1.0 + lam) * s_j \
                     + lam * lam * (cache.diag(j) + 1.0 + inv_C)
                 for k in range(n_active):
@@ -224,8 +264,8 @@ def frank_wolfe(KernelCache cache, const double[::1] y, double C, double[::1] al
                 lam = (s_j - s_i) / curvature if curvature > 0.0 else alpha[j]
                 if lam >= alpha[j]:
                     lam, step = alpha[j], STEP_PAIR_DROP
-                add_row(s, K_i, y, i, inv_C, 1.0, lam)
-                add_row(s, K_j, y, j, inv_C, 1.0, -lam)
+                step_scores(s, K_i, y, i, inv_C, 1.0, lam, pool, pool_only)
+                step_scores(s, K_j, y, j, inv_C, 1.0, -lam, pool, pool_only)
                 R = R + 2.0 * lam * (s_i - s_j) + lam * lam * curvature
                 alpha[i] += lam
                 alpha[j] -= lam

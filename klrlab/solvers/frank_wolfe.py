@@ -7,15 +7,15 @@ Docs: https://klrlab.github.io/klrlab/frank_wolfe.html.md"""
 # %% auto #0
 __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 
-# %% ../../nbs/14_frank_wolfe.ipynb #d0895a40
+# %% ../../nbs/14_frank_wolfe.ipynb #8c036e15
 import numpy as np
 
 from ..base import Certificate, SolverResult
 from ..dual import meb_delta2, meb_tolerance
 from ..kernels import KernelCache
-from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores
+from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores, scores_at
 
-# %% ../../nbs/14_frank_wolfe.ipynb #60bd79d2
+# %% ../../nbs/14_frank_wolfe.ipynb #7ce9fa4b
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
@@ -39,7 +39,7 @@ def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_s
     if int(n_trials) != n_trials or n_trials < 1: raise ValueError(f"n_trials={n_trials!r}; it must be an integer >= 1")
     return y
 
-# %% ../../nbs/14_frank_wolfe.ipynb #56e7807d
+# %% ../../nbs/14_frank_wolfe.ipynb #9f6eb552
 def _scores(cache, y, C, alpha) -> tuple:
     "s = Q alpha for every training point and R = alpha' Q alpha, from scratch (the cached rows of the active points)."
     s = np.empty(len(y))
@@ -81,7 +81,7 @@ def initial_alpha(
     _solve_on(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool, 1e-10, 100_000, int(rng.integers(2**62)))
     return alpha
 
-# %% ../../nbs/14_frank_wolfe.ipynb #d3437993
+# %% ../../nbs/14_frank_wolfe.ipynb #b756144f
 def _trace_buffers(budget: int, trace: bool) -> tuple:
     "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
     if not trace: return (None,) * 5
@@ -94,43 +94,49 @@ def _trace_part(steps: int, buffers: tuple) -> dict:
     return dict(objective=objective, gap=gap, step=np.array([STEP_NAMES.get(int(k), "stop") for k in step]),
                 core_size=core, kernel_evals=evals)
 
-def _run(cache, y, C, alpha, s, R, delta2, pool, code, tol, budget, sample_size, n_trials, seed, trace) -> tuple:
+def _run(cache, y, C, alpha, s, R, delta2, pool, code, tol, budget, sample_size, n_trials, seed, trace,
+         pool_only=False) -> tuple:
     "One call of the compiled loop: (steps, R, status, trace part or None)."
     buffers = _trace_buffers(budget, trace)
     steps, R, status = frank_wolfe(cache, y, float(C), alpha, s, R, delta2, pool, code, tol, int(budget),
-                                   int(sample_size or 0), int(n_trials), seed, *buffers)
+                                   int(sample_size or 0), int(n_trials), seed, *buffers, pool_only=pool_only)
     return steps, R, status, (_trace_part(steps, buffers) if trace else None)
 
-def _farthest(s, rng, sample_size, n_trials, R, delta2, tol) -> int:
-    "The point with the smallest s_i among every point, or among up to `n_trials` samples of `sample_size` draws."
-    n = len(s)
-    if not sample_size or sample_size >= n: return int(np.argmin(s))
+def _sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n_trials) -> int:
+    """CVM's search: up to `n_trials` samples of `sample_size` points, each scored from the core rows alone (their s_i
+    written into s), until one holds a point outside the (1 + eps) ball; the sample's farthest point."""
+    n = len(y)
     for _ in range(n_trials):
-        candidates = rng.choice(n, sample_size, replace=False)
+        candidates = np.sort(rng.choice(n, min(sample_size, n), replace=False)).astype(np.intp)
+        scores_at(cache, y, float(C), alpha, candidates, s)
         i = int(candidates[np.argmin(s[candidates])])
         if 2 * (R - s[i]) > tol * (delta2 - R): break
     return i
 
 def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials, rng, trace) -> tuple:
     """Algorithm 1: add the farthest point of a (sampled) search to the core set, solve the core set's ball again by
-    MFW to the same relative gap; stop when the search finds no point outside the (1 + eps) ball."""
+    MFW to the same relative gap; stop when the search finds no point outside the (1 + eps) ball. With sampling, as in
+    LibCVM, only the core points' scores are kept (the inner solve costs O(q) a step) and a sample is scored from the
+    core rows; without, every score is kept and the search is one scan."""
     in_core = alpha > 0
+    sampled = bool(sample_size) and sample_size < len(y)
     steps, parts, outer, status = 0, [], 0, 0
     while True:
-        i = _farthest(s, rng, sample_size, n_trials, R, delta2, tol)
+        i = (_sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n_trials) if sampled
+             else int(np.argmin(s)))
         if 2 * (R - s[i]) <= tol * (delta2 - R): status = 0; break
         if steps >= max_iter: status = 1; break
         if in_core[i]: status = 2; break             # the core set's ball is solved, so this is rounding
         in_core[i] = True
         taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, np.flatnonzero(in_core).astype(np.intp),
                                       ALGORITHM_CODES["mfw"], tol, max_iter - steps, 0, 1, int(rng.integers(2**62)),
-                                      trace)
+                                      trace, pool_only=sampled)
         steps, outer = steps + taken, outer + 1
         parts.append(part)
         if STATUS[status] != "converged": break
     return steps, R, status, parts, outer
 
-# %% ../../nbs/14_frank_wolfe.ipynb #98f9afdd
+# %% ../../nbs/14_frank_wolfe.ipynb #35ddcebf
 def solve_frank_wolfe(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point

@@ -130,3 +130,27 @@ def test_bad_input_is_refused_with_the_parameter_named(small, bad, message):
         solve_frank_wolfe(**args)
     with pytest.raises(TypeError, match="KernelCache"):
         solve_frank_wolfe(kernel(X), y, 1.0)
+
+
+def test_pool_only_steps_keep_the_pool_scores_exact_and_scores_at_fills_the_rest(small):
+    from klrlab.solvers._frank_wolfe import scores_at
+    X, y, kernel, K = small
+    cache, Q = kernel.cache(X), meb_matrix(K, y, 1.0)
+    pool = np.arange(0, 80, 3, dtype=np.intp)
+    alpha = np.zeros(len(y)); alpha[pool[:2]] = 0.5
+    s, R = _scores(cache, y, 1.0, alpha)
+    _, R, _ = frank_wolfe(cache, y, 1.0, alpha, s, R, meb_delta2(cache.diagonal, 1.0), pool, ALGORITHM_CODES["mfw"],
+                          1e-10, 5000, 0, 1, 0, pool_only=True)
+    assert not alpha[np.setdiff1d(np.arange(80), pool)].any()
+    np.testing.assert_allclose(s[pool], (Q @ alpha)[pool], atol=1e-12)
+    assert abs(R - alpha @ Q @ alpha) < 1e-12
+    others = np.setdiff1d(np.arange(80), pool).astype(np.intp)
+    scores_at(cache, y, 1.0, alpha, others, s)
+    np.testing.assert_allclose(s, Q @ alpha, atol=1e-12)
+
+
+def test_sampled_cvm_reaches_the_qp_objective(small):
+    X, y, kernel, K = small
+    qp = l2svm_dual_qp(K, y, 1.0)
+    res = solve_frank_wolfe(kernel.cache(X), y, 1.0, "cvm", eps=1e-8, sample_size=10, n_trials=7, random_state=2)
+    assert res.converged and res.objective == pytest.approx(qp["objective"], rel=1e-7)

@@ -9,7 +9,7 @@ __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEAT
            'mean_squared_distance', 'frandi_gamma', 'fold_data', 'repetition', 'make_model', 'speed_point', 'chosen_C',
            'summarize_speed', 'grid', 'figure_speed']
 
-# %% ../../../nbs/92_repro_frandi.ipynb #b11bde1d
+# %% ../../../nbs/92_repro_frandi.ipynb #90a50ba6
 import time
 import warnings
 
@@ -23,7 +23,7 @@ from ...datasets import REGISTRY, load
 from ..harness import Experiment, Protocol, SkipPoint, select_best
 from ...svm import FrankWolfeSVC
 
-# %% ../../../nbs/92_repro_frandi.ipynb #49a43d54
+# %% ../../../nbs/92_repro_frandi.ipynb #65b0e8d3
 EPS, SAMPLE_SIZE = 1e-6, 59
 ALGORITHM_OF = {"CVM": "cvm", "FW": "fw", "MFW": "mfw", "PFW": "pairwise"}
 TRIALS_OF = {"CVM": 7, "FW": 1, "MFW": 1, "PFW": 1}
@@ -45,7 +45,7 @@ def frandi_gamma(X) -> float:
     "The paper's width: sigma^2 = the average squared distance, gamma = 1 / (2 sigma^2)."
     return 1.0 / (2.0 * mean_squared_distance(X))
 
-# %% ../../../nbs/92_repro_frandi.ipynb #8f3ac9eb
+# %% ../../../nbs/92_repro_frandi.ipynb #42240179
 def fold_data(data, fold: str, seed: int):
     "Training and evaluation parts: 'val' is a 70/30 split of the training set, 'test-r' the train/test files."
     if fold == "val":
@@ -79,7 +79,7 @@ def speed_point(data, cell, state):
     return dict(accuracy_pct=100 * model.score(Xe, ye), seconds=seconds, n_support=len(model.support_),
                 n_train=len(y), **extra), None
 
-# %% ../../../nbs/92_repro_frandi.ipynb #847e6504
+# %% ../../../nbs/92_repro_frandi.ipynb #12d2b5bd
 def chosen_C(cells: pd.DataFrame) -> pd.Series:
     "Per dataset: the C of CVM's best validation accuracy (ties: the smaller C)."
     val = cells[(cells.fold == "val") & (cells.status == "done")].sort_values("C")
@@ -105,7 +105,7 @@ def summarize_speed(cells: pd.DataFrame, profile: str) -> dict:
         metric="seconds", value=stats.seconds_mean, std=stats.seconds_std, median=stats.seconds)
     return {"table2": table2, "table3": table3}
 
-# %% ../../../nbs/92_repro_frandi.ipynb #8f16e883
+# %% ../../../nbs/92_repro_frandi.ipynb #66260e3d
 def grid(Cs) -> list: return [{"C": float(C)} for C in Cs]
 
 def figure_speed(cells, tables):
