@@ -185,7 +185,7 @@ def one_step_values_reference(
     loss = -C * log_expit(y[:, None] * f_new).sum(axis=0)
     return np.where(degenerate, np.inf, 0.5 * quad + loss)
 
-# %% ../nbs/14_frank_wolfe.ipynb #f68217ca
+# %% ../nbs/14_frank_wolfe.ipynb #0ee87e9f
 def reference_frank_wolfe(
     Q,  # the MEB dual's matrix (dense, n x n)
     alpha0,  # the start, on the simplex
