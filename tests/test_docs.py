@@ -6,12 +6,16 @@ from pathlib import Path
 import pytest
 
 from klrlab.docs import (
+    MATH_SCRIPT,
     build_docs,
     check_site,
     doc_notebooks,
+    markdown_starts,
     notebook_figures,
     page_name,
+    polish_site,
     quarto_available,
+    readme_headings,
     stage_quarto_names,
 )
 
@@ -158,3 +162,81 @@ def test_readme_is_well_formed():
     for section in ["## Set-up: two commands", "## A short example", "## The daily loop"]:
         assert section in headings
     assert "make main" in text and "make test" in text
+
+
+def test_the_real_site_reads_offline(built_site):
+    site = built_site.site
+    assert check_site(site, ROOT / "nbs", readme=ROOT / "README.md") == []
+    assert (site / MATH_SCRIPT).is_file() and (site / "site_libs/mathjax/output/chtml/fonts/woff-v2").is_dir()
+    for page in site.glob("*.html"):
+        html = page.read_text()
+        assert not re.search(r"""<(?:script|link)\b[^>]*(?:src|href)=["'](?:https?:)?//""", html), page.name
+        if 'class="math inline"' in html or 'class="math display"' in html:
+            assert MATH_SCRIPT in html, page.name
+    smo = (site / "smo.html").read_text()
+    assert smo.index('<details class="klr-listing" id="source-_smo-pyx">') > smo.index('id="solve_dual"')
+    index_headings = readme_headings(ROOT / "README.md")
+    assert len(index_headings) >= 5 and "set up two commands" in index_headings
+
+
+@pytest.fixture
+def site_copy(built_site, tmp_path):
+    site = tmp_path / "site"
+    shutil.copytree(built_site.site, site)
+    return site
+
+
+def test_a_cdn_script_fails_the_check(site_copy):
+    page = site_copy / "smo.html"
+    page.write_text(page.read_text().replace(
+        "</head>", '<script src="https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js"></script></head>'))
+    problems = check_site(site_copy, ROOT / "nbs")
+    assert problems == ["smo.html: loads https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js from the network "
+                        "(the site must work offline)"]
+
+
+def test_maths_without_a_local_renderer_fails_the_check(site_copy):
+    page = site_copy / "dual.html"
+    page.write_text(re.sub(r'<script defer id="MathJax-script"[^>]*></script>', "", page.read_text()))
+    assert check_site(site_copy, ROOT / "nbs") == [
+        "dual.html: has maths but no local MathJax/KaTeX script: formulas would show as raw TeX"]
+
+
+def test_a_remote_font_import_fails_the_check(site_copy):
+    css = site_copy / "styles.css"
+    css.write_text("@import url(https://fonts.googleapis.com/css2?family=Source+Sans+Pro);\n" + css.read_text())
+    assert check_site(site_copy, ROOT / "nbs") == [
+        "styles.css: imports a stylesheet from the network (the site must work offline)"]
+
+
+def test_a_table_outside_a_scroll_box_fails_the_check(site_copy):
+    page = site_copy / "repro_consolo.html"
+    html = page.read_text()
+    assert html.count('<div class="klr-table-scroll">') >= 10
+    page.write_text(html.replace('<div class="klr-table-scroll"><table', '<div><table', 1))
+    problems = check_site(site_copy, ROOT / "nbs")
+    assert len(problems) == 1 and problems[0].startswith("repro_consolo.html: 1 table(s) outside a scroll box")
+    polish_site(site_copy, ROOT / "nbs")  # polishing boxes it again
+    assert check_site(site_copy, ROOT / "nbs") == []
+
+
+def test_a_lost_heading_or_paragraph_fails_the_check(site_copy):
+    page = site_copy / "smo.html"
+    html = page.read_text()
+    assert "shrinking measured and left out" in markdown_starts(ROOT / "nbs" / "11_smo.ipynb")
+    page.write_text(re.sub(r"<h2[^>]*>Shrinking: measured, and left out</h2>", "", html))
+    assert check_site(site_copy, ROOT / "nbs") == [
+        "smo.html: lost the text of 11_smo.ipynb's markdown starting 'shrinking measured and left out'"]
+    paragraph = re.search(r"<p>A step moves a pair.*?</p>", html, re.S).group(0)
+    page.write_text(html.replace(paragraph, ""))
+    assert check_site(site_copy, ROOT / "nbs") == [
+        "smo.html: lost the text of 11_smo.ipynb's markdown starting 'a step moves a pair'"]
+
+
+def test_the_landing_page_shows_every_readme_section(site_copy):
+    page = site_copy / "index.html"
+    html = page.read_text()
+    assert check_site(site_copy, ROOT / "nbs", readme=ROOT / "README.md") == []
+    page.write_text(re.sub(r"(<h2[^>]*>)A short example(</h2>)", r"\1An example\2", html))
+    problems = check_site(site_copy, ROOT / "nbs", readme=ROOT / "README.md")
+    assert "index.html: lacks the README section 'a short example'" in problems
