@@ -10,7 +10,7 @@ __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEAT
            'repetition', 'make_model', 'speed_point', 'chosen_C', 'summarize_speed', 'summarize_poly', 'grid',
            'figure_speed', 'iman_davenport', 'rank_tests']
 
-# %% ../../../nbs/92_repro_frandi.ipynb #3f2f02e0
+# %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
 import time
 import warnings
 
@@ -26,7 +26,7 @@ from ...datasets import load
 from ..harness import Experiment, Protocol, SkipPoint, select_best
 from ...svm import FrankWolfeSVC
 
-# %% ../../../nbs/92_repro_frandi.ipynb #b5e7f280
+# %% ../../../nbs/92_repro_frandi.ipynb #40f8eb7a
 EPS, SAMPLE_SIZE = 1e-6, 59
 ALGORITHM_OF = {"CVM": "cvm", "FW": "fw", "MFW": "mfw", "PFW": "pairwise"}
 TRIALS_OF = {"CVM": 7, "FW": 1, "MFW": 1, "PFW": 1}
@@ -48,7 +48,7 @@ def frandi_gamma(X) -> float:
     "The paper's width: sigma^2 = the average squared distance, gamma = 1 / (2 sigma^2)."
     return 1.0 / (2.0 * mean_squared_distance(X))
 
-# %% ../../../nbs/92_repro_frandi.ipynb #226a9fe2
+# %% ../../../nbs/92_repro_frandi.ipynb #d4326038
 def fold_data(data, fold: str, seed: int):
     "Training and evaluation parts: 'val' is a 70/30 split of the training set, 'test-r' the train/test files."
     if fold == "val":
@@ -90,7 +90,7 @@ def speed_point(data, cell, state):
     return dict(accuracy_pct=100 * model.score(Xe, ye), seconds=seconds, n_support=len(model.support_),
                 n_train=len(y), **extra), None
 
-# %% ../../../nbs/92_repro_frandi.ipynb #f3a1f2eb
+# %% ../../../nbs/92_repro_frandi.ipynb #e0236cfa
 def chosen_C(cells: pd.DataFrame) -> pd.Series:
     "Per dataset: the C of the tuner's best validation accuracy (ties: the smaller C)."
     val = cells[(cells.fold == "val") & (cells.status == "done")].sort_values("C")
@@ -131,7 +131,7 @@ def summarize_poly(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
     stats = _at_chosen_C(cells)
     return pd.concat([_accuracy_rows(stats), _time_rows(stats)], ignore_index=True)
 
-# %% ../../../nbs/92_repro_frandi.ipynb #bd018fa7
+# %% ../../../nbs/92_repro_frandi.ipynb #e4fb0064
 def grid(Cs) -> list: return [{"C": float(C)} for C in Cs]
 
 def figure_speed(cells, tables):
@@ -186,7 +186,7 @@ PROTOCOL = Protocol(
     (SPEED, TABLE8),
 )
 
-# %% ../../../nbs/92_repro_frandi.ipynb #8dda2aa6
+# %% ../../../nbs/92_repro_frandi.ipynb #1b37b41e
 ALTERNATIVES = {   # (quantity, comparison) -> how the first method's values sit under H1 (the paper's Table 4)
     ("time", "FW vs CVM"): "less", ("time", "MFW vs CVM"): "less", ("time", "FW vs MFW"): "two-sided",
     ("accuracy", "FW vs CVM"): "less", ("accuracy", "MFW vs CVM"): "less", ("accuracy", "FW vs MFW"): "less",
