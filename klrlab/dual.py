@@ -6,12 +6,14 @@ Docs: https://klrlab.github.io/klrlab/dual.html.md"""
 
 # %% auto #0
 __all__ = ['LOSSES', 'KEERTHI_MU', 'SPARSE_BOUND', 'box', 'lower_bound', 'initial_alpha', 'feasible_alpha', 'rescale_alpha',
-           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'meb_matrix',
-           'meb_delta2', 'meb_tolerance', 'meb_relative_gap']
+           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'check_dual_input',
+           'meb_matrix', 'meb_delta2', 'meb_tolerance', 'meb_relative_gap']
 
 # %% ../nbs/10_dual.ipynb #de7694e8
 import numpy as np
 from scipy.special import expit, log_expit
+
+from .kernels import KernelCache
 
 # %% ../nbs/10_dual.ipynb #06a14a1f
 LOSSES = ("logistic", "hinge")
@@ -161,6 +163,23 @@ def logistic_terms(
     loss = -C * log_expit(y * f).sum()
     p = expit(-y * f)
     return loss, -C * y * p, C * p * (1 - p)
+
+# %% ../nbs/10_dual.ipynb #87fbd9d6
+def check_dual_input(
+    cache,  # the kernel-row cache of the training points (a klrlab.kernels.KernelCache)
+    y,  # labels, one per cached point
+    C: float,  # the problem's weight
+) -> np.ndarray:  # y as a C-contiguous float64 array
+    "Refuse what no dual solver can use: a cache that is not a KernelCache, labels other than both -1 and +1, C <= 0."
+    if not isinstance(cache, KernelCache):
+        raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.ndim != 1 or len(y) != cache.n_samples:
+        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
+    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
+        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
+    if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
+    return y
 
 # %% ../nbs/10_dual.ipynb #6444a325
 def meb_matrix(

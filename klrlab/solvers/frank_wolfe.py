@@ -7,27 +7,20 @@ Docs: https://klrlab.github.io/klrlab/frank_wolfe.html.md"""
 # %% auto #0
 __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 
-# %% ../../nbs/14_frank_wolfe.ipynb #44ad2fd2
+# %% ../../nbs/14_frank_wolfe.ipynb #5c2e35f3
 import numpy as np
 
 from ..base import Certificate, SolverResult
-from ..dual import meb_delta2, meb_tolerance
+from ..dual import check_dual_input, meb_delta2, meb_tolerance
 from ..kernels import KernelCache
 from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores, scores_at
 
-# %% ../../nbs/14_frank_wolfe.ipynb #6ea53927
+# %% ../../nbs/14_frank_wolfe.ipynb #016bf953
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
 def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials):
-    if not isinstance(cache, KernelCache):
-        raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or len(y) != cache.n_samples:
-        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
-    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
-        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
-    if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
+    y = check_dual_input(cache, y, C)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}; accepted values: {', '.join(map(repr, ALGORITHMS))}")
     if not (0 < eps < 1): raise ValueError(f"eps={eps!r}; it must lie in (0, 1)")
@@ -39,7 +32,7 @@ def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_s
     if int(n_trials) != n_trials or n_trials < 1: raise ValueError(f"n_trials={n_trials!r}; it must be an integer >= 1")
     return y
 
-# %% ../../nbs/14_frank_wolfe.ipynb #722a15a2
+# %% ../../nbs/14_frank_wolfe.ipynb #6958f868
 def _scores(cache, y, C, alpha) -> tuple:
     "s = Q alpha for every training point and R = alpha' Q alpha, from scratch (the cached rows of the active points)."
     s = np.empty(len(y))
@@ -81,7 +74,7 @@ def initial_alpha(
     _solve_on(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool, 1e-10, 100_000, int(rng.integers(2**62)))
     return alpha
 
-# %% ../../nbs/14_frank_wolfe.ipynb #eee3ea3a
+# %% ../../nbs/14_frank_wolfe.ipynb #430cec73
 def _trace_buffers(budget: int, trace: bool) -> tuple:
     "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
     if not trace: return (None,) * 5
@@ -136,7 +129,7 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
         if STATUS[status] != "converged": break
     return steps, R, status, parts, outer
 
-# %% ../../nbs/14_frank_wolfe.ipynb #3db21f50
+# %% ../../nbs/14_frank_wolfe.ipynb #02878701
 def solve_frank_wolfe(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point

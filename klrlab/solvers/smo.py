@@ -11,8 +11,8 @@ __all__ = ['WSS_RULES', 'SCHEMES', 'solve_dual', 'smo_svc', 'solve_path']
 import numpy as np
 
 from ..base import Certificate, SolverResult
-from ..dual import (LOSSES, box, dual_bias, feasible_alpha, initial_alpha, kkt_violation, lower_bound,
-                         rescale_alpha, score_extremes)
+from ..dual import (LOSSES, box, check_dual_input, dual_bias, feasible_alpha, initial_alpha, kkt_violation,
+                         lower_bound, rescale_alpha, score_extremes)
 from ..kernels import Kernel, KernelCache, check_matrix
 from ._smo import LOSS_CODES, STATUS, WSS_CODES, init_gradient, objective, smo, smo_keerthi
 
@@ -109,14 +109,7 @@ def _check_scheme(scheme, loss, wss, trace):
         if trace: raise ValueError("trace=True is not available with scheme='keerthi'")
 
 def _check_problem(cache, y, C, loss, lam, wss, tol, max_iter):
-    if not isinstance(cache, KernelCache):
-        raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or len(y) != cache.n_samples:
-        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
-    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
-        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
-    if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
+    y = check_dual_input(cache, y, C)
     if not (np.isfinite(lam) and lam >= 0): raise ValueError(f"lam={lam!r}; it must be a finite number >= 0")
     if loss not in LOSSES: raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSSES))}")
     if wss not in WSS_RULES: raise ValueError(f"wss={wss!r}; accepted values: {', '.join(map(repr, WSS_RULES))}")
