@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/svm.html.md"""
 # %% auto #0
 __all__ = ['FrankWolfeSVC']
 
-# %% ../nbs/23_svm.ipynb #0f92ec61
+# %% ../nbs/23_svm.ipynb #820a7807
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_random_state
 from .base import BaseKernelClassifier
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 
-# %% ../nbs/23_svm.ipynb #f39f8a5e
+# %% ../nbs/23_svm.ipynb #e16a1dc7
 class FrankWolfeSVC(BaseKernelClassifier):
     "The L2-SVM trained in its minimum-enclosing-ball dual by Frank-Wolfe methods (Frandi et al.), certified by the gap."
 
