@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/frank_wolfe.html.md"""
 # %% auto #0
 __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 
-# %% ../../nbs/14_frank_wolfe.ipynb #8d757b3e
+# %% ../../nbs/14_frank_wolfe.ipynb #bfcfe765
 import numpy as np
 
 from ..base import Certificate, SolverResult
@@ -15,7 +15,7 @@ from ..dual import check_dual_input, meb_delta2, meb_tolerance
 from ..kernels import KernelCache
 from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores, scores_at
 
-# %% ../../nbs/14_frank_wolfe.ipynb #5bf0a07d
+# %% ../../nbs/14_frank_wolfe.ipynb #4772bcbd
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
@@ -32,7 +32,7 @@ def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_s
     if int(n_trials) != n_trials or n_trials < 1: raise ValueError(f"n_trials={n_trials!r}; it must be an integer >= 1")
     return y
 
-# %% ../../nbs/14_frank_wolfe.ipynb #bca0be80
+# %% ../../nbs/14_frank_wolfe.ipynb #2439b775
 def _scores(cache, y, C, alpha) -> tuple:
     "s = Q alpha for every training point and R = alpha' Q alpha, from scratch (the cached rows of the active points)."
     s = np.empty(len(y))
@@ -74,7 +74,7 @@ def initial_alpha(
     _solve_on(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool, 1e-10, 100_000, int(rng.integers(2**62)))
     return alpha
 
-# %% ../../nbs/14_frank_wolfe.ipynb #ce738d18
+# %% ../../nbs/14_frank_wolfe.ipynb #5c169f20
 def _trace_buffers(budget: int, trace: bool) -> tuple:
     "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
     if not trace: return (None,) * 5
@@ -129,7 +129,7 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
         if STATUS[status] != "converged": break
     return steps, R, status, parts, outer
 
-# %% ../../nbs/14_frank_wolfe.ipynb #eec613f9
+# %% ../../nbs/14_frank_wolfe.ipynb #8daf31d8
 def solve_frank_wolfe(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point
