@@ -185,7 +185,7 @@ def one_step_values_reference(
     loss = -C * log_expit(y[:, None] * f_new).sum(axis=0)
     return np.where(degenerate, np.inf, 0.5 * quad + loss)
 
-# %% ../nbs/14_frank_wolfe.ipynb #a5689008
+# %% ../nbs/14_frank_wolfe.ipynb #4b04b00b
 def reference_frank_wolfe(
     Q,  # the MEB dual's matrix (dense, n x n)
     alpha0,  # the start, on the simplex

@@ -7,15 +7,15 @@ Docs: https://klrlab.github.io/klrlab/frank_wolfe.html.md"""
 # %% auto #0
 __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 
-# %% ../../nbs/14_frank_wolfe.ipynb #bfcfe765
+# %% ../../nbs/14_frank_wolfe.ipynb #106c14fb
 import numpy as np
 
 from ..base import Certificate, SolverResult
-from ..dual import check_dual_input, meb_delta2, meb_tolerance
+from ..dual import check_dual_input, meb_delta2, meb_relative_gap, meb_tolerance
 from ..kernels import KernelCache
 from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores, scores_at
 
-# %% ../../nbs/14_frank_wolfe.ipynb #4772bcbd
+# %% ../../nbs/14_frank_wolfe.ipynb #44714faa
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
@@ -32,11 +32,31 @@ def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_s
     if int(n_trials) != n_trials or n_trials < 1: raise ValueError(f"n_trials={n_trials!r}; it must be an integer >= 1")
     return y
 
-# %% ../../nbs/14_frank_wolfe.ipynb #2439b775
+# %% ../../nbs/14_frank_wolfe.ipynb #76296b94
 def _scores(cache, y, C, alpha) -> tuple:
     "s = Q alpha for every training point and R = alpha' Q alpha, from scratch (the cached rows of the active points)."
     s = np.empty(len(y))
     return s, meb_scores(cache, y, float(C), alpha, s)
+
+def _trace_buffers(budget: int, trace: bool) -> tuple:
+    "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
+    if not trace: return (None,) * 5
+    size = budget + 1
+    return (np.empty(size), np.empty(size), np.empty(size, dtype=np.int8), np.empty(size, dtype=np.int64),
+            np.empty(size, dtype=np.int64))
+
+def _trace_part(steps: int, buffers: tuple) -> dict:
+    objective, gap, step, core, evals = (b[:steps + 1] for b in buffers)
+    return dict(objective=objective, gap=gap, step=np.array([STEP_NAMES.get(int(k), "stop") for k in step]),
+                core_size=core, kernel_evals=evals)
+
+def _run(cache, y, C, alpha, s, R, delta2, pool, code, tol, budget, sample_size, n_trials, seed, trace,
+         pool_only=False) -> tuple:
+    "One call of the compiled loop: (steps, R, status, trace part or None)."
+    buffers = _trace_buffers(budget, trace)
+    steps, R, status = frank_wolfe(cache, y, float(C), alpha, s, R, delta2, pool, code, tol, int(budget),
+                                   int(sample_size or 0), int(n_trials), seed, *buffers, pool_only=pool_only)
+    return steps, R, status, (_trace_part(steps, buffers) if trace else None)
 
 def _balanced_sample(y, size: int, rng) -> np.ndarray:
     "`size` distinct points drawn alternately from the two classes (the smaller class may run out first)."
@@ -44,11 +64,6 @@ def _balanced_sample(y, size: int, rng) -> np.ndarray:
     take = min(size, len(y))
     k_pos = min(len(pos), max(take - len(neg), (take + 1) // 2))
     return np.sort(np.r_[pos[:k_pos], neg[:take - k_pos]])
-
-def _solve_on(cache, y, C, alpha, s, R, delta2, pool, tol, max_iter, seed) -> tuple:
-    "MFW on the points of `pool` alone (the others keep alpha = 0): (steps, R, status)."
-    return frank_wolfe(cache, y, float(C), alpha, s, R, delta2, np.asarray(pool, dtype=np.intp), ALGORITHM_CODES["mfw"],
-                       tol, int(max_iter), 0, 1, seed)
 
 def initial_alpha(
     cache: KernelCache,  # the kernel-row cache of the training points
@@ -71,30 +86,11 @@ def initial_alpha(
     pool = _balanced_sample(y, n_init, rng)
     alpha[pool] = 1.0 / len(pool)
     s, R = _scores(cache, y, C, alpha)
-    _solve_on(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool, 1e-10, 100_000, int(rng.integers(2**62)))
+    _run(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool.astype(np.intp), ALGORITHM_CODES["mfw"], 1e-10,
+         100_000, None, 1, int(rng.integers(2**62)), trace=False)      # MFW on the pool alone: its ball, solved
     return alpha
 
-# %% ../../nbs/14_frank_wolfe.ipynb #5c169f20
-def _trace_buffers(budget: int, trace: bool) -> tuple:
-    "The loop's trace arrays (objective, gap, step, core size, kernel evaluations) for `budget` steps, or Nones."
-    if not trace: return (None,) * 5
-    size = budget + 1
-    return (np.empty(size), np.empty(size), np.empty(size, dtype=np.int8), np.empty(size, dtype=np.int64),
-            np.empty(size, dtype=np.int64))
-
-def _trace_part(steps: int, buffers: tuple) -> dict:
-    objective, gap, step, core, evals = (b[:steps + 1] for b in buffers)
-    return dict(objective=objective, gap=gap, step=np.array([STEP_NAMES.get(int(k), "stop") for k in step]),
-                core_size=core, kernel_evals=evals)
-
-def _run(cache, y, C, alpha, s, R, delta2, pool, code, tol, budget, sample_size, n_trials, seed, trace,
-         pool_only=False) -> tuple:
-    "One call of the compiled loop: (steps, R, status, trace part or None)."
-    buffers = _trace_buffers(budget, trace)
-    steps, R, status = frank_wolfe(cache, y, float(C), alpha, s, R, delta2, pool, code, tol, int(budget),
-                                   int(sample_size or 0), int(n_trials), seed, *buffers, pool_only=pool_only)
-    return steps, R, status, (_trace_part(steps, buffers) if trace else None)
-
+# %% ../../nbs/14_frank_wolfe.ipynb #4b061c6a
 def _sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n_trials) -> int:
     """CVM's search: up to `n_trials` samples of `sample_size` points, each scored from the core rows alone (their s_i
     written into s), until one holds a point outside the (1 + eps) ball; the sample's farthest point."""
@@ -129,7 +125,7 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
         if STATUS[status] != "converged": break
     return steps, R, status, parts, outer
 
-# %% ../../nbs/14_frank_wolfe.ipynb #8daf31d8
+# %% ../../nbs/14_frank_wolfe.ipynb #7cade321
 def solve_frank_wolfe(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point
@@ -164,7 +160,7 @@ def solve_frank_wolfe(
                                       max_iter, sample_size, n_trials, int(rng.integers(2**62)), trace)
         parts.append(part)
     s, R = _scores(cache, y, C, alpha)          # fresh: the certificate must not rest on accumulated rounding
-    gap = 2.0 * (R - s.min()) / (delta2 - R)
+    gap = meb_relative_gap(s, R, delta2)
     while refine and gap > tol and steps < max_iter and STATUS[status] != "no_progress":
         code = ALGORITHM_CODES["mfw" if algorithm == "cvm" else algorithm]
         taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, code, tol, max_iter - steps, None, 1,
@@ -172,7 +168,7 @@ def solve_frank_wolfe(
         steps, refinements = steps + taken, refinements + 1
         parts.append(part)
         s, R = _scores(cache, y, C, alpha)
-        gap = 2.0 * (R - s.min()) / (delta2 - R)
+        gap = meb_relative_gap(s, R, delta2)
         if refinements >= 3: break
     advice = ("The sampled stopping test passed while the gap over every point did not: set refine=True, or "
               "sample_size=None." if STATUS[status] == "converged" else "Increase max_iter, or loosen eps.")
