@@ -214,6 +214,12 @@ def _worst(certificates: list) -> Certificate:
     "The certificate furthest from its tolerance (NaN first): what one-vs-rest can promise for all its problems."
     return max(certificates, key=lambda c: np.inf if np.isnan(c.value) else c.value - c.tol)
 
+def _problem_names(self, n_problems: int) -> list:
+    "How a warning names each binary problem: nothing for two classes, else its class against the rest, or its pair."
+    if n_problems == 1: return [""]
+    if self._multiclass == "ovo": return [f" (class {a} vs {b})" for a, b in combinations(self.classes_, 2)]
+    return [f" (class {k} vs rest)" for k in self.classes_]
+
 def _store_results(self, X, y, results: list) -> None:
     "Turn the solvers' results into the fitted model and its attributes; warn for every problem that did not converge."
     supports = [self._support(r) for r in results]
@@ -222,7 +228,9 @@ def _store_results(self, X, y, results: list) -> None:
     dual_coef = np.zeros((n_problems, len(support)))
     for k, r in enumerate(results):
         coef = r.coef       # one-vs-one results carry theirs; one-vs-rest: y_i alpha_i with class k as +1
-        if coef is None: coef = r.alpha * np.where(y == (self.classes_[1] if n_problems == 1 else self.classes_[k]), 1, -1)
+        if coef is None:
+            positive = self.classes_[1] if n_problems == 1 else self.classes_[k]
+            coef = r.alpha * np.where(y == positive, 1, -1)
         dual_coef[k] = coef[support] * np.isin(support, supports[k])
     self.support_ = support
     self.support_vectors_ = X[support] if self.kernel != "precomputed" else np.empty((0, X.shape[1]))
@@ -237,9 +245,8 @@ def _store_results(self, X, y, results: list) -> None:
     self.converged_ = pick([r.converged for r in results])
     self.n_kernel_evals_ = pick([r.n_kernel_evals for r in results])
     self.objective_ = pick([r.objective for r in results])
-    for k, r in enumerate(results):
+    for r, which in zip(results, _problem_names(self, n_problems)):
         if not r.converged:
-            which = "" if n_problems == 1 else f" (class {self.classes_[k]} vs rest)"
             advice = r.info.get("advice", "Increase max_iter, or loosen tol.")       # a solver may know better
             warnings.warn(f"{type(self).__name__} did not converge{which} in {r.n_iter} iterations: {r.certificate}. "
                           f"{advice}", ConvergenceWarning, stacklevel=3)

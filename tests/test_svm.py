@@ -70,6 +70,14 @@ def test_max_iter_warns_with_the_gap_reached():
         FrankWolfeSVC(algorithm="fw", eps=1e-9, max_iter=50, random_state=0).fit(X, y)
 
 
+def test_a_multiclass_warning_names_the_pair():
+    X, y = load_iris(return_X_y=True)
+    with pytest.warns(ConvergenceWarning) as caught:
+        FrankWolfeSVC(algorithm="fw", eps=1e-9, max_iter=3, random_state=0).fit(X, y)
+    names = sorted(str(w.message).split(" did not converge ")[1].split(" in ")[0] for w in caught)
+    assert names == ["(class 0 vs 1)", "(class 0 vs 2)", "(class 1 vs 2)"]
+
+
 def test_n_trials_without_sampling_is_named():
     X, y = make_twonorm(60, seed=3)
     with pytest.warns(UserWarning, match="n_trials=3 has no effect"):
