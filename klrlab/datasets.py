@@ -10,8 +10,9 @@ __all__ = ['REGISTRY_DIR', 'CANONICAL_FILES', 'MONK_VALUES', 'REGISTRY', 'UCI_LI
            'DatasetUnavailable', 'CanonicalFile', 'sha256_of', 'verify', 'uncompress_z', 'download', 'resolve',
            'locate', 'read_delimited', 'read_libsvm', 'read_numbers', 'binary_labels', 'class_labels', 'make_twonorm',
            'make_ringnorm', 'make_waveform', 'monk_label', 'make_monks', 'make_keerthi_gaussians',
-           'make_zhou_example41', 'bayes_error_keerthi', 'bayes_error_ringnorm', 'DatasetSpec', 'register',
-           'make_hill_valley_like', 'get_spec', 'scale_features', 'load', 'status', 'available', 'fetch_datasets']
+           'make_zhou_example41', 'bayes_accuracy_zhou_example41', 'bayes_error_keerthi', 'bayes_error_ringnorm',
+           'DatasetSpec', 'register', 'make_hill_valley_like', 'get_spec', 'scale_features', 'load', 'status',
+           'available', 'fetch_datasets']
 
 # %% ../nbs/02_datasets.ipynb #0754d26f
 import bz2
@@ -29,6 +30,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from itertools import product
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -301,15 +303,38 @@ def make_keerthi_gaussians(n_train: int = 400, n_test: int = 20000, seed: int = 
         return mean + std * rng.standard_normal((n, 2)), y
     return (*draw(n_train), *draw(n_test))
 
-def make_zhou_example41(m: int = 10000, variance: float = 0.2, seed: int = 0) -> tuple:
-    "Zhou's Example 4.1: 2m points, m per class, shuffled and split evenly into training and test."
+def _example41_part(m: int, variance: float, rng, chunk: int) -> tuple:
+    "m points of Example 4.1, half of each class (one more +1 when m is odd), drawn and shuffled chunk by chunk."
+    X, y = np.empty((m, 2)), np.empty(m)
+    std = np.sqrt([variance, 3.0])
+    for start in range(0, m, chunk):
+        k = min(chunk, m - start)
+        n_pos = (m + 1) // 2 - start // 2 if start + k == m else k // 2     # the last chunk settles the balance
+        labels = rng.permutation(np.r_[np.ones(n_pos), -np.ones(k - n_pos)])
+        mean = np.where(labels[:, None] > 0, [0.5, -3.0], [-0.5, 3.0])
+        X[start:start + k] = mean + std * rng.standard_normal((k, 2))
+        y[start:start + k] = labels
+    return X, y
+
+def make_zhou_example41(
+    m: int = 10000,  # training points; as many test points
+    variance: float = 0.5,  # Sigma_11 = Lambda_11; 0.5 gives Table VII's accuracies, the paper's text says 0.2
+    seed: int = 0,
+    chunk: int = 1_000_000,  # points drawn at once: memory beyond the outputs stays O(chunk)
+) -> tuple:  # X, y, X_test, y_test
+    """Zhou's Example 4.1: +1 ~ N((0.5, -3), diag(variance, 3)), -1 ~ N((-0.5, 3), diag(variance, 3)), m training
+    and m test points with the classes balanced in each; drawn in chunks, so m = 1e7 costs its 0.5 GB of output."""
+    for name, value in (("m", m), ("chunk", chunk)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 2:
+            raise ValueError(f"{name}={value!r}; it must be an integer >= 2")
+    if not (np.isfinite(variance) and variance > 0): raise ValueError(f"variance={variance!r}; it must be > 0")
+    chunk = chunk + chunk % 2                     # even chunks keep every chunk but the last exactly balanced
     rng = np.random.default_rng(seed)
-    y = np.r_[np.ones(m), -np.ones(m)]
-    mean = np.where(y[:, None] > 0, [0.5, -3.0], [-0.5, 3.0])
-    X = mean + np.sqrt([variance, 3.0]) * rng.standard_normal((2 * m, 2))
-    order = rng.permutation(2 * m)
-    X, y = X[order], y[order]
-    return X[:m], y[:m], X[m:], y[m:]
+    return (*_example41_part(int(m), variance, rng, chunk), *_example41_part(int(m), variance, rng, chunk))
+
+def bayes_accuracy_zhou_example41(variance: float = 0.5) -> float:
+    "The Bayes accuracy Phi(Delta / 2) of Example 4.1, Delta^2 = 1/variance + 36/3 (0.9693 for 0.5, 0.9804 for 0.2)."
+    return float(norm.cdf(np.sqrt(1.0 / variance + 36.0 / 3.0) / 2.0))
 
 # %% ../nbs/02_datasets.ipynb #27f36057
 def bayes_error_keerthi(X, y) -> float:
@@ -892,7 +917,8 @@ _generated(
 _generated("zhou-example41", "Zhou's Example 4.1 (m = 10000)", {"003": "2m×2, m up to 1e8"},
            lambda fetch, seed, split: _bunch(("X", "y", "X_test", "y_test"), make_zhou_example41(10000, seed=seed)),
            10000, 10000, 2, "+1: 10000, -1: 10000", "Zhou (2021) Example 4.1",
-           notes="m = 10000 here; make_zhou_example41(m, variance) for other sizes, variance=0.5 to match Table VII.")
+           notes="m = 10000 here and Sigma11 = 0.5 (Table VII's accuracy; the text says 0.2): make_zhou_example41(m, variance) "
+                 "for other sizes and variances.")
 
 def _consolo_synth(fetch, seed, split):
     rng = np.random.default_rng(seed)

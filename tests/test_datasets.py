@@ -217,6 +217,23 @@ def test_zhou_example41_bayes_accuracy_for_both_variances():
         accuracy = np.mean(np.sign(Xt @ w) == yt)
         assert abs(accuracy - expected) < 0.003, (variance, accuracy)
         assert (y == 1).sum() + (yt == 1).sum() == 100_000
+        assert np.isclose(ds.bayes_accuracy_zhou_example41(variance), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("m, chunk", [(11, 4), (10, 3), (1001, 1_000_000), (5000, 998)])
+def test_zhou_example41_balances_each_part_chunk_by_chunk(m, chunk):
+    X, y, Xt, yt = ds.make_zhou_example41(m, seed=3, chunk=chunk)
+    assert X.shape == Xt.shape == (m, 2) and np.isfinite(X).all()
+    assert (y > 0).sum() == (yt > 0).sum() == (m + 1) // 2 and set(np.unique(y)) == {-1.0, 1.0}
+    again = ds.make_zhou_example41(m, seed=3, chunk=chunk)
+    assert all(np.array_equal(a, b) for a, b in zip((X, y, Xt, yt), again))      # the seed decides everything
+
+
+@pytest.mark.parametrize("kw, name", [(dict(m=1), "m"), (dict(m=2.5), "m"), (dict(chunk=0), "chunk"),
+                                      (dict(variance=0.0), "variance")])
+def test_zhou_example41_bad_input_is_named(kw, name):
+    with pytest.raises(ValueError, match=name):
+        ds.make_zhou_example41(**{"m": 10, **kw})
 
 
 def test_waveform_generator_matches_uci_statistics():
