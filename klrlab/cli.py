@@ -127,16 +127,14 @@ def cmd_repro(
 def cmd_bench(
     args,  # the parsed command line
 ) -> int:  # the exit code
-    "Time KLR against its anchors in one run; print medians and ratios, write the JSON record."
+    "Time a family of klrlab's estimators against its anchors in one run; print medians and ratios, write the JSON."
     from klrlab.repro.bench import bench
     table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
-                  out=args.out, offline=args.offline)
-    columns = [
-        c
-        for c in ["dataset", "method", "n_train", "median_seconds", "ratio_to_klr", "test_logloss", "test_brier"]
-        if c in table
-    ]
-    if len(table): _print_table("benchmark (seconds are medians; ratio = method / KLR)", table[columns])
+                  out=args.out, offline=args.offline, family=args.family, eps=args.eps)
+    shown, base = (["ratio_to_klr", "test_logloss", "test_brier"], "KLR") if args.family == "klr" else (
+        ["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC")
+    columns = [c for c in ["dataset", "method", "n_train", "median_seconds", *shown] if c in table]
+    if len(table): _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
     print(f"\nJSON record written to {args.out}")
     return 0
@@ -238,22 +236,30 @@ def _add_repro(sub) -> None:
 def _add_bench(sub) -> None:
     bench = sub.add_parser(
         "bench",
-        help="time KLR against LIBSVM/LIBLINEAR anchors in the same run",
-        description="Fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
+        help="time klrlab's KLR or Frank-Wolfe SVMs against LIBSVM/LIBLINEAR anchors in the same run",
+        description="--family klr (default): fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
                     "CalibratedClassifierCV(ensemble=False) and "
         "LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear -- on each "
         "dataset with the same C, kernel, width and tolerance; report median seconds over --repeats, ratios to KLR, "
-        "and test log-loss / Brier score of the probabilistic models. Writes OUT/bench-<time>.json with the "
-        "environment (versions, git commit), sizes, parameters, medians and ratios.",
+        "and test log-loss / Brier score of the probabilistic models. --family svm: fit FrankWolfeSVC (cvm, fw, mfw, "
+        "pairwise, to --eps; mfw also with the paper's sampled stop), SVC and svm_train at the same C and RBF width "
+        "on one BLAS thread; report median seconds, ratios to SVC, test accuracy, support size and the Frank-Wolfe "
+        "certificate. Writes OUT/bench-<family>-<time>.json with the environment (versions, git commit), sizes, "
+        "parameters, medians and ratios.",
     )
+    bench.add_argument("--family", choices=["klr", "svm"], default="klr",
+                       help="klr (KLR against its anchors; default) or svm (Frank-Wolfe SVMs against LIBSVM)")
     bench.add_argument(
-        "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets)"
+        "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets; for --family svm Frandi's "
+        "a1a, a3a, w1a, w3a)"
     )
     bench.add_argument("--C", type=float, default=1.0, help="regularisation C of every model (default 1)")
     bench.add_argument("--kernel", choices=["rbf", "linear"], default="rbf", help="kernel (default rbf, gamma='scale')")
     bench.add_argument(
-        "--tol", type=float, default=1e-3, help="stopping tolerance of every solver (default 1e-3, LIBSVM's)"
+        "--tol", type=float, default=1e-3, help="stopping tolerance of KLR and LIBSVM (default 1e-3, LIBSVM's)"
     )
+    bench.add_argument("--eps", type=float, default=1e-6,
+                       help="the Frank-Wolfe methods' epsilon for --family svm (default 1e-6, Frandi et al.'s)")
     bench.add_argument(
         "--repeats", type=int, default=3, help="timed fits per method; the median is reported (default 3)"
     )

@@ -113,3 +113,28 @@ def test_repro_with_a_dataset_filter_on_all_runs_only_the_papers_that_have_it(tm
                  "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "keerthi table3" in out and "consolo" not in out
+
+
+def test_cli_bench_svm_family_times_frank_wolfe_against_svc(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    import klrlab.repro.bench as bench_module
+    from klrlab.datasets import make_twonorm
+    X, y = make_twonorm(300, n_features=5, seed=1)
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X[:200], y=y[:200], X_test=X[200:], y_test=y[200:]))
+    argv = ["bench", "--family", "svm", "--datasets", "a1a", "--repeats", "1", "--C", "4", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    record = json.loads(next(tmp_path.glob("bench-svm-*.json")).read_text())
+    methods = {r["method"]: r for r in record["records"]}
+    assert methods["sklearn SVC"]["ratio_to_svc"] == 1.0 and record["parameters"]["family"] == "svm"
+    for algorithm in ("cvm", "fw", "mfw", "pairwise"):
+        fw = methods[f"klrlab FrankWolfeSVC {algorithm}"]
+        assert fw["converged"] and fw["certificate"] <= (1 + 1e-6) ** 2 - 1 and fw["C"] == 4.0
+        assert abs(fw["test_accuracy"] - methods["sklearn SVC"]["test_accuracy"]) < 0.05
+    assert "ratio = method / sklearn SVC" in capsys.readouterr().out
+
+
+def test_cli_bench_svm_family_refuses_a_linear_kernel(capsys):
+    assert main(["bench", "--family", "svm", "--kernel", "linear", "--datasets", "a1a"]) == 2
+    assert "kernel 'linear'; accepted values: rbf" in capsys.readouterr().err
