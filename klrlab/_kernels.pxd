@@ -11,7 +11,7 @@ cdef enum KernelCode:
 cdef class KernelCache:
     cdef readonly Py_ssize_t n_samples, n_features, capacity
     cdef readonly int kernel_code, degree
-    cdef readonly double gamma, coef0, cache_size
+    cdef readonly double gamma, coef0, cache_size, ridge    # ridge: added to K[i, i] of the training points
     cdef readonly long long n_kernel_evals, n_hits, n_misses
     cdef object _X_ref, _buffer_ref
     cdef const double[:, ::1] X

@@ -7,7 +7,7 @@ The solvers cimport `KernelCache` and call `row(i)` without the GIL; Python code
 """
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport exp, fabs
+from libc.math cimport INFINITY, exp, fabs
 from scipy.linalg.cython_blas cimport dgemv
 
 cnp.import_array()
@@ -63,20 +63,27 @@ cdef class KernelCache:
 
     Build it through `klrlab.kernels.Kernel.cache` (which validates the input); the constructor expects
     a C-contiguous float64 matrix (for 'precomputed', the square training kernel matrix itself).
+    With ridge > 0 the rows are those of K + ridge I over the training points (the L2-SVM's I/C term): only a
+    training point's own entry carries it.
     """
 
     def __cinit__(self, X, str kernel, double gamma=1.0, int degree=3, double coef0=0.0,
-                  double cache_size=200.0):
+                  double cache_size=200.0, double ridge=0.0):
         if kernel not in KERNEL_CODES:
             raise ValueError(f"kernel={kernel!r}; accepted values: {', '.join(KERNEL_CODES)}")
         if cache_size <= 0:
             raise ValueError(f"cache_size={cache_size!r} MB; it must be > 0")
+        if not (ridge >= 0.0 and ridge < INFINITY):
+            raise ValueError(f"ridge={ridge!r}; it must be a finite number >= 0")
         X = np.ascontiguousarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
             raise ValueError(f"X must be a non-empty 2-D array; got shape {X.shape}")
         self.kernel_code = KERNEL_CODES[kernel]
         if self.kernel_code == PRECOMPUTED and X.shape[0] != X.shape[1]:
             raise ValueError(f"a precomputed kernel must be square; got shape {X.shape}")
+        if self.kernel_code == PRECOMPUTED and ridge > 0.0:
+            X = X + ridge * np.eye(X.shape[0])     # a copy: the caller's matrix stays as it was
+        self.ridge = ridge
         self._X_ref = X
         self.X = X
         self.n_samples = X.shape[0]
@@ -96,14 +103,15 @@ cdef class KernelCache:
         self.n_kernel_evals = self.n_hits = self.n_misses = 0
 
     def _diagonal(self, X):
+        "k(x_i, x_i) + ridge (a precomputed matrix carries its ridge already)."
         if self.kernel_code == PRECOMPUTED:
             return np.ascontiguousarray(np.diag(X))
         if self.kernel_code in (RBF, LAPLACIAN):
-            return np.ones(self.n_samples)
+            return np.ones(self.n_samples) + self.ridge
         sq = np.asarray(self.sq_norms)
         if self.kernel_code == LINEAR:
-            return sq.copy()
-        return (self.gamma * sq + self.coef0) ** self.degree
+            return sq + self.ridge
+        return (self.gamma * sq + self.coef0) ** self.degree + self.ridge
 
     # ---- the nogil interface for the solvers -------------------------------------------------
     cdef double diag(self, Py_ssize_t i) noexcept nogil:
@@ -144,6 +152,7 @@ cdef class KernelCache:
         if self.kernel_code == LAPLACIAN:
             for j in range(n):
                 out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
+            out[i] += self.ridge
             return
         dot_with_rows(self.X, i, out)
         if self.kernel_code == POLY:
@@ -155,6 +164,7 @@ cdef class KernelCache:
                 d = sq_i + self.sq_norms[j] - 2.0 * out[j]
                 out[j] = exp(-self.gamma * d) if d > 0.0 else 1.0
             out[i] = 1.0  # exact: the expansion ||a||^2 + ||b||^2 - 2ab can leave rounding noise at a == b
+        out[i] += self.ridge
 
     cdef void _unlink(self, Py_ssize_t slot) noexcept nogil:
         cdef Py_ssize_t p = self.prev_slot[slot], q = self.next_slot[slot]
@@ -235,8 +245,9 @@ cdef class KernelCache:
         raise TypeError("a KernelCache holds a row buffer tied to one process and is not picklable; build a new one")
 
     def __repr__(self):
+        ridge = f", ridge={self.ridge:g}" if self.ridge else ""
         return (f"KernelCache(kernel={self.kernel!r}, n_samples={self.n_samples}, "
-                f"capacity_rows={self.capacity}, cache_size={self.cache_size} MB)")
+                f"capacity_rows={self.capacity}, cache_size={self.cache_size} MB{ridge})")
 
 
 def replay(KernelCache cache, requests):

@@ -80,7 +80,8 @@ def feasible_alpha(
     room = float((alpha[heavy] - lo).sum())
     if abs(excess) > 0 and room > 0:
         alpha[heavy] = lo + (alpha[heavy] - lo) * max(0.0, 1 - abs(excess) / room)
-    if abs(alpha @ y) > 1e-9 * max(1.0, hi) * len(y):
+    scale = max(1.0, hi) if np.isfinite(hi) else max(1.0, float(np.abs(alpha).sum()))    # hi = inf: an L2-SVM
+    if abs(alpha @ y) > 1e-9 * scale * len(y):
         return initial_alpha(y, lo, hi, hi * min((y > 0).sum(), (y < 0).sum()) / 2)
     return alpha
 
@@ -169,6 +170,7 @@ def check_dual_input(
     cache,  # the kernel-row cache of the training points (a klrlab.kernels.KernelCache)
     y,  # labels, one per cached point
     C: float,  # the problem's weight
+    infinite_C: bool = False,  # whether C = inf (an unbounded box) is a problem this solver can take
 ) -> np.ndarray:  # y as a C-contiguous float64 array
     "Refuse what no dual solver can use: a cache that is not a KernelCache, labels other than both -1 and +1, C <= 0."
     if not isinstance(cache, KernelCache):
@@ -178,6 +180,7 @@ def check_dual_input(
         raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
     if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
         raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
+    if infinite_C and C == np.inf: return y
     if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
     return y
 

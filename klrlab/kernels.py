@@ -198,6 +198,7 @@ class Kernel:
         self,
         X,  # the training points (for 'precomputed': the square kernel matrix)
         cache_size: float = 200.0,  # MB of rows to keep (at least two rows are kept)
+        ridge: float = 0.0,  # added to each training point's own entry: rows of K + ridge I (the L2-SVM's I/C)
     ) -> KernelCache:
         "A compiled row cache over the training points `X` holding at most `cache_size` MB of rows (at least 2 rows)."
         if (
@@ -209,7 +210,9 @@ class Kernel:
             raise ValueError(f"cache_size={cache_size!r}; the cache size in MB must be a number > 0")
         X = check_matrix(X, "X")
         if self.name == "precomputed": check_precomputed_kernel(X)
-        return KernelCache(X, self.name, self.gamma, self.degree, self.coef0, float(cache_size))
+        if isinstance(ridge, bool) or not isinstance(ridge, Real) or not (np.isfinite(ridge) and ridge >= 0):
+            raise ValueError(f"ridge={ridge!r}; it must be a finite number >= 0")
+        return KernelCache(X, self.name, self.gamma, self.degree, self.coef0, float(cache_size), float(ridge))
 
     def dot(
         self,

@@ -222,3 +222,22 @@ def test_cache_is_an_exact_lru_and_never_returns_a_wrong_row(case, capacity_rows
                 model.popitem(last=False)
         assert cache.cached_rows() == list(reversed(model))
     assert (cache.n_hits, cache.n_misses, cache.n_kernel_evals) == (hits, misses, misses * n)
+
+
+@pytest.mark.parametrize("name", ["rbf", "linear", "poly", "laplacian", "precomputed"])
+def test_a_ridge_adds_to_each_training_points_own_entry_only(name):
+    X = np.random.default_rng(4).normal(size=(25, 3))
+    kernel = Kernel(name, gamma=0.3, degree=2, coef0=1.0)
+    data = Kernel("rbf", gamma=0.3)(X) if name == "precomputed" else X
+    K = data if name == "precomputed" else kernel(X)
+    kept = data.copy()
+    cache = kernel.cache(data, 1.0, ridge=0.7)
+    np.testing.assert_allclose(cache.get_rows(np.arange(25)), K + 0.7 * np.eye(25), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(cache.diagonal), np.diag(K) + 0.7, atol=1e-12)
+    assert np.array_equal(data, kept) and "ridge=0.7" in repr(cache)        # the caller's matrix is untouched
+
+
+@pytest.mark.parametrize("ridge", [-0.1, np.inf, np.nan, True, "1"])
+def test_a_bad_ridge_is_named(ridge):
+    with pytest.raises(ValueError, match="ridge="):
+        Kernel("rbf").cache(np.eye(3), ridge=ridge)

@@ -10,7 +10,7 @@ optimal iff m(a) = max_{I_up} s_i <= M(a) = min_{I_low} s_i (Chen, Fan & Lin 200
 This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives and tests it.
 """
 import numpy as np
-from libc.math cimport fabs, log
+from libc.math cimport INFINITY, fabs, log
 from klrlab._kernels cimport KernelCache
 
 cdef enum:
@@ -146,14 +146,16 @@ cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_s
     cdef bint at_end = step.at_end
     cdef const double* row_i = step.row_i
     cdef const double* row_j = step.row_j
+    # the rounding left by a step that lands on a bound: relative to the box, or to the step when the box is unbounded
+    cdef double slack = 4.0 * EPS * (hi if hi < INFINITY else t)
     alpha[i] += y[i] * t
     alpha[j] -= y[j] * t
     if at_end:
         # snap whichever variable reached its bound exactly onto it
-        if y[i] > 0 and alpha[i] > hi - 4.0 * EPS * hi: alpha[i] = hi
-        if y[i] < 0 and alpha[i] < lo + 4.0 * EPS * hi: alpha[i] = lo
-        if y[j] > 0 and alpha[j] < lo + 4.0 * EPS * hi: alpha[j] = lo
-        if y[j] < 0 and alpha[j] > hi - 4.0 * EPS * hi: alpha[j] = hi
+        if y[i] > 0 and alpha[i] > hi - slack: alpha[i] = hi
+        if y[i] < 0 and alpha[i] < lo + slack: alpha[i] = lo
+        if y[j] > 0 and alpha[j] < lo + slack: alpha[j] = lo
+        if y[j] < 0 and alpha[j] > hi - slack: alpha[j] = hi
     if alpha[i] < lo: alpha[i] = lo
     if alpha[i] > hi: alpha[i] = hi
     if alpha[j] < lo: alpha[j] = lo

@@ -285,3 +285,28 @@ def test_loss_codes_come_from_the_compiled_module():
     from klrlab.dual import LOSSES
     from klrlab.solvers._smo import LOSS_CODES, WSS_CODES
     assert set(LOSS_CODES) == set(LOSSES) and WSS_RULES == tuple(WSS_CODES) and len(set(LOSS_CODES.values())) == 2
+
+
+@pytest.mark.parametrize("C", [0.05, 1.0, 30.0])
+def test_l2svm_by_the_engine_matches_its_primal(C):
+    from klrlab.reference import l2svm_primal
+    from klrlab.solvers.smo import smo_l2svc
+    X, y = make_classification(120, 4, n_informative=3, n_redundant=0, random_state=5)
+    y = np.where(y == 1, 1.0, -1.0)
+    result = smo_l2svc(X, y, C, Kernel("linear"), tol=1e-10)
+    w, b = l2svm_primal(X, y, C)
+    ours = X @ (X.T @ (result.alpha * y)) + result.bias
+    assert result.converged and result.alpha.min() >= 0 and abs(result.alpha @ y) < 1e-9
+    np.testing.assert_allclose(ours, X @ w + b, atol=1e-6)
+    slack = np.maximum(0, 1 - y * ours)                      # free support vectors: xi_i = alpha_i / C
+    np.testing.assert_allclose(slack, result.alpha / C, atol=1e-6)
+
+
+def test_an_unbounded_box_is_the_svm_modes_alone():
+    X, y = make_twonorm(40, n_features=3, seed=1)
+    cache = Kernel("rbf", gamma=0.5).cache(X)
+    with pytest.raises(ValueError, match="C=inf; it must be a finite number > 0"):
+        solve_dual(cache, y, np.inf, loss="logistic")
+    from klrlab.solvers.smo import smo_l2svc
+    with pytest.raises(ValueError, match="C=inf"):
+        smo_l2svc(X, y, np.inf)
