@@ -275,6 +275,7 @@ def reference_nssvm(
         J[m, T] = y[T]
         d = np.linalg.solve(J, -F)
         alpha, b = alpha + d[:m], b + d[m]
+        alpha[Tbar] = 0.0                                          # exactly, as (62) says (the solve leaves rounding)
     return dict(alpha=alpha, b=b, residual=np.array(residuals), objective=np.array(objectives),
                 working_sets=working_sets)
 
