@@ -234,7 +234,7 @@ def l2svm_dual_qp(
     alpha = np.clip(opt.x, 0, None); alpha /= alpha.sum()
     return dict(alpha=alpha, bias=float(alpha @ y), objective=float(np.max(np.diag(Q)) - alpha @ Q @ alpha))
 
-# %% ../nbs/15_nssvm.ipynb #aedcb867
+# %% ../nbs/15_nssvm.ipynb #a75784a5
 def reference_nssvm(
     K,  # the kernel matrix (m, m); X X' for the paper's linear model; small
     y,  # labels in {-1, +1}
@@ -267,7 +267,7 @@ def reference_nssvm(
         objectives.append(0.5 * alpha @ QtQ @ alpha + 0.5 * alpha @ E @ alpha - alpha.sum())
         if residuals[-1] < tol or k == max_iter: break
         rows_T, rows_Tbar = np.arange(len(T)), len(T) + np.arange(len(Tbar))
-        J = np.zeros((m + 1, m + 1))                               # rows: g_T, alpha_Tbar, y_T' alpha_T; columns: alpha, b
+        J = np.zeros((m + 1, m + 1))                  # rows: g_T, alpha_Tbar, y_T' alpha_T; columns: alpha, b
         J[np.ix_(rows_T, T)] = H[np.ix_(T, T)]
         if jacobian == "exact": J[np.ix_(rows_T, Tbar)] = H[np.ix_(T, Tbar)]
         J[rows_T, m] = y[T]

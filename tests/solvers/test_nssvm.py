@@ -165,18 +165,19 @@ def test_algorithm_2_grows_s_by_sigma_and_stops_stationary():
 
 def test_the_papers_literal_start_cycles_at_zero_when_the_minority_class_fills_T():
     X, y = linear_problem(1000, 4, seed=10)
-    res = solve_nssvm(X, y, s=50, init="paper", max_iter=15)
+    res = solve_nssvm(X, y, s=50, init="paper", safeguards=False, max_iter=15)
     assert not res.converged and res.info["nnz"] == 0 and res.n_iter == 15
     assert solve_nssvm(X, y, s=50).converged
 
 
 def test_defaults_of_the_paper():
     assert sparsity_level(6414, 123, 0.2) == 801 and sparsity_level(32561, 123, 0.2) == 1594      # a5a, a9a (the note)
-    assert sparsity_level(10**8, 2, 1.0) == 1309 and sparsity_level(10, 10) == 10 and sparsity_level(10**6, 2, 1e-9) == 1
+    assert sparsity_level(10**8, 2, 1.0) == 1309 and sparsity_level(10, 10) == 10
+    assert sparsity_level(10**6, 2, 1e-9) == 1
     assert default_tolerance(10**4, 20) == pytest.approx(1e-4)
     X, y = linear_problem(2000, 5)
     res = solve_nssvm(X, y)
-    assert res.info["s"] == sparsity_level(2000, 5, 0.5) and res.info["eta"] == 1 / 2000
+    assert res.info["s"] == sparsity_level(2000, 5, 0.5) and res.info["eta0"] == 1 / 2000
     assert res.info["c"] == pytest.approx(0.25 / 100) and res.certificate.tol == default_tolerance(2000, 5)
 
 
@@ -209,3 +210,28 @@ def test_bad_data_is_refused():
     with pytest.raises(ValueError, match="NaN"): solve_nssvm(np.r_[X[:-1], [[np.nan, 0, 0]]], y)
     bad = sp.csr_matrix(X); bad.data[0] = np.inf
     with pytest.raises(ValueError, match="NaN"): solve_nssvm(bad, y)
+
+
+def test_a_cycle_is_ended_by_halving_eta_and_the_paper_setting_keeps_cycling():
+    from sklearn.datasets import make_blobs
+    X, labels = make_blobs(n_samples=300, random_state=0, n_features=2, cluster_std=0.1)
+    for positive in range(3):
+        y = np.where(labels == positive, 1.0, -1.0)
+        guarded = solve_nssvm(X, y, tol=1e-10)
+        assert guarded.converged and guarded.trace["eta"][-1] == guarded.info["eta"] <= 1 / 300
+        assert_stationary_95(X @ X.T, y, guarded, guarded.info["s"], guarded.info["eta"], 0.25, 0.0025, atol=1e-8)
+    cycling = solve_nssvm(X, np.where(labels == 1, 1.0, -1.0), safeguards=False, max_iter=100)
+    assert not cycling.converged and cycling.info["eta_halvings"] == 0 and (cycling.trace["eta"] == 1 / 300).all()
+
+
+def test_a_one_class_working_set_gets_a_point_of_the_other_class():
+    # scikit-learn's estimator checks met this: 15 points, s = 3; without the guard the iteration falls into alpha = 0
+    # on a one-class T and stays there
+    X = np.random.RandomState(0).normal(size=(15, 4))
+    y = np.array([-1, 1, -1, -1, -1, 1, 1, -1, -1, -1, -1, 1, -1, -1, 1], dtype=float)
+    guarded, literal = (solve_nssvm(X, y, s=3, jacobian="exact", safeguards=flag, max_iter=200) for flag in (True, False))
+    assert not literal.converged and literal.info["nnz"] == 0
+    assert guarded.converged and len(np.unique(y[guarded.info["working_set"]])) == 2
+    assert_stationary_95(X @ X.T, y, guarded, 3, guarded.info["eta"], 0.25, 0.0025, atol=1e-8)
+    paper_start = solve_nssvm(*linear_problem(1000, 4, seed=10), s=50, init="paper")     # the guard also fixes T0
+    assert paper_start.converged and paper_start.info["nnz"] > 0
