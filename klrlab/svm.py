@@ -98,6 +98,7 @@ class SparseSVC(BaseKernelClassifier):
         "init": [StrOptions(set(NSSVM_INITS))],
         "sigma": [Interval(Real, 1, None, closed="left")],
         "safeguards": ["boolean"],
+        "reference_heuristics": ["boolean"],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [None, Interval(Real, 0, None, closed="neither")],
         "cache_size": BaseKernelClassifier._parameter_constraints["cache_size"],
@@ -118,6 +119,7 @@ class SparseSVC(BaseKernelClassifier):
         init="balanced",  # T0 of the zero start: 'balanced' (the reference code's) or 'paper' (literal; may cycle)
         sigma=1.1,  # Algorithm 2's growth factor of s
         safeguards=True,  # halve eta on stalls, keep both classes in T (klrlab's); False: the paper's iteration
+        reference_heuristics=False,  # True: the reference code's bias refits, best iterate and stops (not certified)
         max_iter=1000,  # the cap on Newton steps per binary problem (a fit that reaches it warns)
         tol=None,  # epsilon on ||F(z; T)||; None: max(sqrt m, sqrt n) 1e-6 (the paper's)
         cache_size=200.0,  # MB of kernel rows to cache (rbf)
@@ -125,7 +127,7 @@ class SparseSVC(BaseKernelClassifier):
         self.C, self.c, self.s, self.beta, self.tune_s = C, c, s, beta, tune_s
         self.kernel, self.gamma, self.eta, self.jacobian, self.init = kernel, gamma, eta, jacobian, init
         self.sigma, self.safeguards, self.max_iter, self.tol = sigma, safeguards, max_iter, tol
-        self.cache_size = cache_size
+        self.reference_heuristics, self.cache_size = reference_heuristics, cache_size
 
     @property
     def _accept_sparse(self):
@@ -147,13 +149,14 @@ class SparseSVC(BaseKernelClassifier):
         return solve_nssvm(X if cache is None else cache, y, C=self.C, c=self.c, s=self.s, eta=self.eta,
                            beta=self.beta, jacobian=self.jacobian, init=self.init, tune_s=self.tune_s, sigma=self.sigma,
                            safeguards=self.safeguards, max_iter=self.max_iter, tol=self.tol, alpha0=alpha0,
-                           trace=False)
+                           reference_heuristics=self.reference_heuristics, trace=False)
 
     def _unused_parameters(self) -> list:
         unused = [(name, reason) for name, reason in super()._unused_parameters() if name == "gamma"]
         if self.kernel == "linear": unused.append(("cache_size", "kernel='linear' reads X, not kernel rows"))
         if not self.tune_s: unused.append(("sigma", "tune_s=False keeps s fixed"))
         if self.s is not None: unused.append(("beta", "s is given"))
+        if self.reference_heuristics: unused.append(("safeguards", "reference_heuristics=True runs the code's loop"))
         return unused
 
     def decision_function(self, X):

@@ -238,3 +238,12 @@ def test_sparse_svc_warns_for_parameters_it_does_not_use():
                          (dict(tune_s=False, sigma=1.5), "sigma"), (dict(s=30, beta=0.9), "beta")]:
         with pytest.warns(UserWarning, match=f"{name}="):
             SparseSVC(**params).fit(X, labels)
+
+
+def test_sparse_svc_reference_heuristics_warns_when_its_model_is_not_stationary():
+    X, labels = linear_data(3000, 5, seed=10)
+    with pytest.warns(ConvergenceWarning, match="reference_heuristics=True returns the reference code's model"):
+        model = SparseSVC(reference_heuristics=True).fit(X, labels)
+    y = np.where(labels == model.classes_[1], 1.0, -1.0)
+    assert model.solver_results_[0].info["code_accuracy"] == pytest.approx(
+        np.mean(np.sign(X @ model.coef_[0] + model.intercept_[0]) == y))

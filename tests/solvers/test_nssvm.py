@@ -235,3 +235,30 @@ def test_a_one_class_working_set_gets_a_point_of_the_other_class():
     assert_stationary_95(X @ X.T, y, guarded, 3, guarded.info["eta"], 0.25, 0.0025, atol=1e-8)
     paper_start = solve_nssvm(*linear_problem(1000, 4, seed=10), s=50, init="paper")     # the guard also fixes T0
     assert paper_start.converged and paper_start.info["nnz"] > 0
+
+
+@pytest.mark.parametrize("tune_s", [False, True])
+def test_reference_heuristics_return_the_best_accuracy_model_and_certify_it_honestly(tune_s):
+    X, y = linear_problem(4000, 6, seed=11)
+    code = solve_nssvm(X, y, reference_heuristics=True, tune_s=tune_s)
+    pure = solve_nssvm(X, y, tune_s=tune_s)
+    w, b = code.info["w"], code.bias
+    np.testing.assert_allclose(w, X.T @ (code.alpha * y), atol=1e-10)               # one consistent model
+    assert code.info["code_accuracy"] == pytest.approx(np.mean(np.sign(X @ w + b) == y))
+    assert code.info["code_accuracy"] >= code.trace["accuracy"].max() - 1e-4         # the best-accuracy iterate
+    assert code.info["eta0"] == min(1 / 4000, 1e-4) and code.info["nnz"] <= code.info["s"]
+    g = gradient(X @ X.T, y, code.alpha, b, 0.25, 0.0025)                             # ||F|| at the model returned
+    T = code.info["working_set"]
+    F = np.r_[g[T], np.delete(code.alpha, T), y[T] @ code.alpha[T]]
+    assert code.certificate.value == pytest.approx(np.linalg.norm(F), rel=1e-9)
+    assert code.converged == (code.certificate.value <= code.certificate.tol)
+    assert pure.converged and not pure.info["reference_heuristics"] and code.info["reference_heuristics"]
+
+
+def test_reference_code_bias_search_and_accuracy_follow_matlab():
+    from klrlab.solvers.nssvm import _code_accuracy, _code_bias_search
+    f, y = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), np.array([-1.0, -1.0, 1.0, 1.0, 1.0])
+    assert _code_accuracy(f, 0.0, y) == pytest.approx(0.8)           # sign(0) = 0 counts as an error
+    assert _code_accuracy(f, 0.5, y) == 1.0
+    b = _code_bias_search(f, y, 0.2, 20, squared=True)
+    assert _code_accuracy(f, b, y) == 1.0
