@@ -234,7 +234,7 @@ def l2svm_dual_qp(
     alpha = np.clip(opt.x, 0, None); alpha /= alpha.sum()
     return dict(alpha=alpha, bias=float(alpha @ y), objective=float(np.max(np.diag(Q)) - alpha @ Q @ alpha))
 
-# %% ../nbs/15_nssvm.ipynb #c704a95b
+# %% ../nbs/15_nssvm.ipynb #f164f1df
 def reference_nssvm(
     K,  # the kernel matrix (m, m); X X' for the paper's linear model; small
     y,  # labels in {-1, +1}

@@ -8,7 +8,7 @@ Docs: https://klrlab.github.io/klrlab/nssvm.html.md"""
 __all__ = ['JACOBIANS', 'INITS', 'TRACE_COLUMNS', 'STALL_STEPS', 'CODE_TOL', 'sparsity_level', 'default_tolerance', 'top_s',
            'loss_weights', 'balanced_working_set', 'solve_nssvm']
 
-# %% ../../nbs/15_nssvm.ipynb #b6e0134c
+# %% ../../nbs/15_nssvm.ipynb #c36b14bc
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -21,7 +21,7 @@ from scipy.optimize import minimize
 from ..base import Certificate, SolverResult
 from ..kernels import KernelCache, check_matrix
 
-# %% ../../nbs/15_nssvm.ipynb #6b78e2a9
+# %% ../../nbs/15_nssvm.ipynb #0fb87a17
 JACOBIANS = ("paper", "exact")
 INITS = ("balanced", "paper")
 
@@ -63,7 +63,7 @@ def loss_weights(
     "E_ii of (12): 1/C where alpha_i >= 0, 1/c where alpha_i < 0."
     return np.where(alpha >= 0, 1.0 / C, 1.0 / c)
 
-# %% ../../nbs/15_nssvm.ipynb #710735bd
+# %% ../../nbs/15_nssvm.ipynb #9dd9f71e
 class _LinearTerms:
     "K = X X' never formed: rows X_T, products with X and X'; X dense or CSR."
     def __init__(self, X):
@@ -118,7 +118,7 @@ class _KernelTerms:
         G[np.diag_indices_from(G)] += d
         return cho_solve(cho_factor(G, lower=True, check_finite=False), R, check_finite=False)
 
-# %% ../../nbs/15_nssvm.ipynb #97266830
+# %% ../../nbs/15_nssvm.ipynb #bd0c842d
 class _Iterate:
     "z = (alpha, b) with its scores f = K (y o alpha), w = X' (y o alpha) (linear model only) and g(z) of (21)."
     def __init__(self, terms, y, alpha, b, C, c):
@@ -169,7 +169,7 @@ def _newton_step(terms, y, it: _Iterate, T, C: float, c: float, jacobian: str) -
     alpha[T] = yT * (V[:, 0] - b * V[:, 1])
     return alpha, b
 
-# %% ../../nbs/15_nssvm.ipynb #c90c8b1a
+# %% ../../nbs/15_nssvm.ipynb #54669511
 def balanced_working_set(
     y,  # labels in {-1, +1}
     s: int,  # the sparsity level
@@ -190,7 +190,7 @@ def _start(y, alpha0, b0) -> tuple:
     if not np.isfinite(b): raise ValueError(f"b0={b0!r}; it must be a finite number")
     return alpha, b
 
-# %% ../../nbs/15_nssvm.ipynb #788bb36c
+# %% ../../nbs/15_nssvm.ipynb #71fce86f
 TRACE_COLUMNS = ("residual", "objective", "s", "working_set", "nnz", "accuracy", "eta")
 STALL_STEPS = 10   # the safeguard halves eta after this many steps without a new low of ||F||
 
@@ -240,7 +240,7 @@ def _algorithm(terms, y, it, T, s, eta, settings: _Settings, rows) -> tuple:
         _record(rows, it, y, T, residual, s, accuracy, eta)
     return it, T, s, k, residual, dict(s_increases=increases, eta=eta, eta_halvings=halvings)
 
-# %% ../../nbs/15_nssvm.ipynb #2f52c62f
+# %% ../../nbs/15_nssvm.ipynb #e1d8be2d
 def _check_data(X):
     "The linear model's terms for dense or CSR X (never densified), or the kernel variant's for a KernelCache."
     if isinstance(X, KernelCache): return _KernelTerms(X)
@@ -280,13 +280,13 @@ def _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max
     if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 0:
         raise ValueError(f"max_iter={max_iter!r}; it must be an integer >= 0")
     if not _is_number(tol, 0): raise ValueError(f"tol={tol!r}; it must be a finite number > 0")
-    if not _is_number(sigma, 1) and sigma != 1:
+    if isinstance(sigma, bool) or not (_is_number(sigma, 1) or sigma == 1):
         raise ValueError(f"sigma={sigma!r}; the growth factor of s must be a finite number >= 1")
     if isinstance(max_increases, bool) or not isinstance(max_increases, Integral) or max_increases < 0:
         raise ValueError(f"max_increases={max_increases!r}; it must be an integer >= 0")
     return float(C), float(c)
 
-# %% ../../nbs/15_nssvm.ipynb #a62f2582
+# %% ../../nbs/15_nssvm.ipynb #840e5855
 CODE_TOL = 1e-6   # the reference code's tol, read by its own stopping rules
 
 def _code_accuracy(f, b: float, y) -> float:
@@ -375,7 +375,7 @@ def _reference_code_run(terms, y, n, it, T, s, eta, settings: _Settings, rows) -
     return model.alpha, model_bias, s, k, dict(s_increases=count - 1, eta=eta, eta_halvings=0,
                                                code_accuracy=model_acc)
 
-# %% ../../nbs/15_nssvm.ipynb #594f9dad
+# %% ../../nbs/15_nssvm.ipynb #9ef2e191
 def solve_nssvm(
     X,  # training points (m, n), dense or scipy.sparse CSR (the linear model); or a KernelCache (the kernel variant)
     y,  # labels in {-1, +1}

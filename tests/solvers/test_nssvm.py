@@ -194,6 +194,7 @@ def test_top_s_is_the_stable_selection_with_ties_to_the_smaller_index():
     (dict(s=0), "s=0"), (dict(s=41), "s=41"), (dict(s=3.0), "s=3.0"), (dict(eta=0.0), "eta=0.0"),
     (dict(jacobian="newton"), "jacobian='newton'"), (dict(init="zeros"), "init='zeros'"),
     (dict(max_iter=-1), "max_iter=-1"), (dict(tol=0.0), "tol=0.0"), (dict(sigma=0.5), "sigma=0.5"),
+    (dict(sigma=True), "sigma=True"),
     (dict(beta=0.0), "beta=0.0"), (dict(alpha0=np.zeros(3)), "alpha0"), (dict(b0=np.nan), "b0=nan"),
 ])
 def test_bad_parameters_are_named(bad, name):
