@@ -85,6 +85,7 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
     _binary_only = False     # True for a method that has no multi-class form
     _multiclass = "ovr"      # more than two classes: 'ovr' (one problem per class) or 'ovo' (one per pair, LIBSVM's)
     _uses_row_cache = True   # False for a solver that reads the whole kernel matrix (it gets cache=None)
+    _accept_sparse = False   # 'csr' for a solver that reads sparse X itself (it then also predicts from it)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0) -> SolverResult:
         "Solve one problem with labels y in {-1, +1}; return a `SolverResult`."
@@ -98,13 +99,15 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = getattr(self, "kernel", None) == "precomputed"
+        tags.input_tags.sparse = bool(self._accept_sparse)
         tags.classifier_tags.multi_class = not self._binary_only
         return tags
 
 # %% ../nbs/03_base.ipynb #21a53800
 def _prepare(self, X, y):
     "Validate X and y, set `classes_` and the kernel: the checked X and y, ready for the solvers."
-    X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
+    X, y = validate_data(self, X, y, accept_sparse=self._accept_sparse, dtype=np.float64, order="C",
+                         ensure_min_samples=2)
     check_classification_targets(y)
     if getattr(self, "kernel", None) == "precomputed":
         check_precomputed_kernel(X, "X")

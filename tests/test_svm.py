@@ -125,3 +125,133 @@ def test_a_sampled_stop_above_tolerance_warns_with_the_remedy():
     assert not model.converged_ and model.dual_gap_ > model.certificate_.tol
     refined = FrankWolfeSVC(gamma=0.05, eps=1e-4, sample_size=5, refine=True, random_state=3).fit(X, y)
     assert refined.converged_ and refined.dual_gap_ <= refined.certificate_.tol
+
+
+# ---- SparseSVC (Zhou's NSSVM) ----------------------------------------------------------------------------------------
+import pickle  # noqa: E402
+
+import scipy.sparse as sp  # noqa: E402
+
+from klrlab import SparseSVC  # noqa: E402
+from klrlab.reference import nssvm_dual_scipy, nssvm_primal_scipy  # noqa: E402
+from klrlab.solvers.nssvm import solve_nssvm, sparsity_level  # noqa: E402
+
+
+@parametrize_with_checks([SparseSVC(), SparseSVC(kernel="rbf", tune_s=False),
+                          SparseSVC(jacobian="exact", tune_s=False, beta=0.2)])
+def test_sparse_svc_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def linear_data(m, n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, n))
+    return X, np.where(X @ rng.normal(size=n) + rng.normal(size=m) > 0, "yes", "no")
+
+
+def test_sparse_svc_with_s_equal_m_is_the_primal_minimiser_of_scipy():
+    X, labels = linear_data(80, 4, seed=1)
+    model = SparseSVC(C=0.5, c=0.05, s=80, tune_s=False, tol=1e-10).fit(X, labels)
+    y = np.where(labels == model.classes_[1], 1.0, -1.0)
+    primal = nssvm_primal_scipy(X, y, 0.5, 0.05)
+    assert model.converged_ and model.certificate_.measure == "stationarity_residual"
+    assert np.linalg.norm(model.coef_[0] - primal["w"]) < 1e-6 and abs(model.intercept_[0] - primal["b"]) < 1e-6
+    np.testing.assert_allclose(model.decision_function(X), X @ primal["w"] + primal["b"], atol=1e-6)
+    dual = nssvm_dual_scipy(X @ X.T, y, 0.5, 0.05)
+    assert model.objective_ == pytest.approx(dual["objective"], abs=1e-9)
+
+
+def test_sparse_svc_keeps_at_most_s_support_vectors_and_its_model_is_its_dual_coefficients():
+    X, labels = linear_data(3000, 6, seed=2)
+    model = SparseSVC(s=60, tune_s=False).fit(X, labels)
+    r = model.solver_results_[0]
+    assert len(model.support_) == model.n_support_vectors_ == np.count_nonzero(r.alpha) <= 60 == model.sparsity_level_
+    assert model.n_support_.sum() == len(model.support_)
+    np.testing.assert_allclose(model.coef_[0], model.dual_coef_[0] @ model.support_vectors_, atol=1e-10)
+    direct = solve_nssvm(X, np.where(labels == "yes", 1.0, -1.0), s=60, trace=False)
+    np.testing.assert_allclose(r.alpha, direct.alpha, atol=1e-12)
+    assert model.n_iter_ == direct.n_iter and model.converged_
+
+
+def test_sparse_svc_tunes_s_from_s_beta_by_default():
+    X, labels = linear_data(5000, 5, seed=3)
+    model = SparseSVC().fit(X, labels)
+    s0 = sparsity_level(5000, 5, 0.5)
+    assert model.converged_ and model.sparsity_level_ >= s0 and model.n_support_vectors_ <= model.sparsity_level_
+    assert SparseSVC(tune_s=False).fit(X, labels).sparsity_level_ == s0
+
+
+def test_sparse_svc_reads_sparse_X_without_densifying_and_agrees_with_dense():
+    rng = np.random.default_rng(4)
+    X = sp.random(2000, 150, density=0.03, format="csr", random_state=4, data_rvs=lambda k: rng.uniform(0, 1, k))
+    y = np.where(X @ rng.normal(size=150) > 0, 1, 0)
+    sparse_model, dense_model = SparseSVC(s=200).fit(X, y), SparseSVC(s=200).fit(X.toarray(), y)
+    assert sp.issparse(sparse_model.support_vectors_)
+    np.testing.assert_allclose(sparse_model.coef_, dense_model.coef_, atol=1e-9)
+    np.testing.assert_allclose(sparse_model.decision_function(X), dense_model.decision_function(X.toarray()),
+                               atol=1e-9)
+    assert (sparse_model.predict(X) == dense_model.predict(X.toarray())).all()
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        SparseSVC(kernel="rbf").fit(X, y)                  # the kernel variant needs dense X
+
+
+def test_sparse_svc_rbf_is_the_kernel_dual_of_scipy_with_s_equal_m():
+    X, _ = linear_data(90, 2, seed=5)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1, -1)
+    model = SparseSVC(kernel="rbf", gamma=0.5, C=1.0, c=0.1, s=90, tune_s=False, tol=1e-10).fit(X, y)
+    K = Kernel("rbf", gamma=0.5)(X)
+    dual = nssvm_dual_scipy(K, y.astype(float), 1.0, 0.1)
+    np.testing.assert_allclose(model.decision_function(X), K @ (dual["alpha"] * y) + model.intercept_[0], atol=1e-4)
+    assert model.objective_ == pytest.approx(dual["objective"], abs=1e-9) and not hasattr(model, "coef_")
+
+
+def test_sparse_svc_multiclass_is_one_vs_rest_with_a_coef_row_per_class():
+    X, y = load_iris(return_X_y=True)
+    model = SparseSVC(s=30, tune_s=False).fit(X, y)
+    assert model.coef_.shape == (3, 4) and model.decision_function(X).shape == (150, 3)
+    for k in range(3):
+        alone = SparseSVC(s=30, tune_s=False).fit(X, np.where(y == k, 1, 0))
+        np.testing.assert_allclose(model.coef_[k], alone.coef_[0], atol=1e-10)
+        assert model.intercept_[k] == pytest.approx(alone.intercept_[0], abs=1e-10)
+    np.testing.assert_array_equal(model.predict(X), np.argmax(X @ model.coef_.T + model.intercept_, axis=1))
+
+
+def test_sparse_svc_pickles_and_predicts_the_same():
+    X, labels = linear_data(500, 3, seed=6)
+    model = SparseSVC(s=40).fit(X, labels)
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again.decision_function(X), model.decision_function(X))
+
+
+def test_sparse_svc_max_iter_warns_with_the_residual_reached():
+    X, labels = linear_data(2000, 5, seed=7)
+    with pytest.warns(ConvergenceWarning, match="stationarity_residual"):
+        model = SparseSVC(s=100, tune_s=False, max_iter=1).fit(X, labels)
+    assert not model.converged_
+
+
+@pytest.mark.parametrize("bad, name", [(dict(C=0.0), "C"), (dict(c=1.0), "c=1.0"), (dict(s=0), "s"),
+                                       (dict(s=10_000), "s=10000"), (dict(kernel="poly"), "kernel"),
+                                       (dict(jacobian="true"), "jacobian"), (dict(sigma=0.5), "sigma"),
+                                       (dict(init="zeros"), "init"), (dict(beta=-1.0), "beta")])
+def test_sparse_svc_bad_parameters_are_named(bad, name):
+    X, labels = linear_data(100, 3, seed=8)
+    with pytest.raises(ValueError, match=name):
+        SparseSVC(**bad).fit(X, labels)
+
+
+def test_sparse_svc_warns_for_parameters_it_does_not_use():
+    X, labels = linear_data(200, 3, seed=9)
+    for params, name in [(dict(gamma=0.3), "gamma"), (dict(cache_size=50.0), "cache_size"),
+                         (dict(tune_s=False, sigma=1.5), "sigma"), (dict(s=30, beta=0.9), "beta")]:
+        with pytest.warns(UserWarning, match=f"{name}="):
+            SparseSVC(**params).fit(X, labels)
+
+
+def test_sparse_svc_reference_heuristics_warns_when_its_model_is_not_stationary():
+    X, labels = linear_data(3000, 5, seed=10)
+    with pytest.warns(ConvergenceWarning, match="reference_heuristics=True returns the reference code's model"):
+        model = SparseSVC(reference_heuristics=True).fit(X, labels)
+    y = np.where(labels == model.classes_[1], 1.0, -1.0)
+    assert model.solver_results_[0].info["code_accuracy"] == pytest.approx(
+        np.mean(np.sign(X @ model.coef_[0] + model.intercept_[0]) == y))
