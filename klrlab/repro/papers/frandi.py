@@ -290,7 +290,7 @@ def figure_equal(cells: pd.DataFrame, table: pd.DataFrame):
 
 EQUAL = Experiment(
     "equal",
-    "Beyond the paper: MFW, pairwise FW and FW against SVC at equal test accuracy on the large Web and Adult sets",
+    "Beyond the paper: FW, MFW, pairwise FW and the L2-SVM by SMO against SVC at equal test accuracy",
     datasets={"quick": ["a3a", "w3a"], "paper": ["a7a", "a8a", "a9a", "w6a", "w7a", "w8a"]},
     configs=["FW", "MFW", "PFW", "L2-SMO", "SVC"],
     folds=["test-r0"],
