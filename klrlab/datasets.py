@@ -785,9 +785,10 @@ register(
 )
 
 def _dhrb_loader(fetch, seed, split):
+    points, labels = fetch("dhrb", "dhrb.mat"), fetch("dhrb", "dhrbclass.mat")    # DatasetUnavailable passes through
     try:
-        X = loadmat(fetch("dhrb", "dhrb.mat"))["X"]
-        y = loadmat(fetch("dhrb", "dhrbclass.mat"))["y"].ravel()
+        X = loadmat(points)["X"]
+        y = loadmat(labels)["y"].ravel()
     except (KeyError, ValueError, OSError) as e:
         raise DatasetError(f"cannot read dhrb's MATLAB files: {e}") from None
     return Bunch(X=np.ascontiguousarray(X, dtype=np.float64), y=binary_labels(y, 1))

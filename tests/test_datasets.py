@@ -419,6 +419,9 @@ def test_cache_comes_before_mirrors(tmp_path):
 def test_missing_everywhere_without_download(tmp_path):
     with pytest.raises(DatasetUnavailable, match="not in the cache .* or any mirror"):
         load("sonar", settings=settings_for(tmp_path), allow_download=False)
+    # a loader that parses its own files (dhrb's MATLAB files) still reports a missing file as unavailable
+    with pytest.raises(DatasetUnavailable, match="not in the cache .* or any mirror"):
+        load("dhrb", settings=settings_for(tmp_path), allow_download=False)
 
 
 def test_unparseable_file_is_a_clear_error(tmp_path):

@@ -176,3 +176,114 @@ def test_frandi_equal_accuracy_counts_the_loosest_lasting_tolerance(tmp_path):
     assert row.tolerance == 1e-5 and row.seconds == 0.5 and row.ratio_to_svc == 0.5
     never = summarize_equal(toy.assign(accuracy_pct=[90.0, 80, 80, 80, 80]), "quick").iloc[0]
     assert pd.isna(never.tolerance) and pd.isna(never.ratio_to_svc) and never.tightest_accuracy == 80
+
+
+def _example41_parts(m, seed):
+    from types import SimpleNamespace
+
+    from klrlab.datasets import make_zhou_example41
+    X, y, Xt, yt = make_zhou_example41(m, seed=seed)
+    return SimpleNamespace(X=X, y=y, X_test=Xt, y_test=yt, meta=dict(kind="generated"))
+
+
+def test_zhou_real_set_protocol_reports_every_method_beside_the_paper(tmp_path):
+    from klrlab.datasets import bayes_accuracy_zhou_example41
+    from sklearn.svm import SVC
+
+    from klrlab.repro.papers.zhou import CONFIGS, TABLE6
+    data = _example41_parts(3000, seed=5)
+
+    small = Experiment("table6", "small", ["ex41"], CONFIGS, TABLE6.grid, TABLE6.run_point, TABLE6.summarize,
+                       folds=TABLE6.folds, load=lambda name, seed=0, offline=False: data,
+                       published=TABLE6.published, timed=True)
+    result = run(Protocol("zhou", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    cells = result.cells["table6"].set_index("config")
+    assert (cells.status == "done").all() and set(cells.index) == set(CONFIGS)
+    nssvm = cells.loc[["NSSVM", "NSSVM-pure"]]
+    assert (nssvm.NSV <= nssvm.s_final).all()                               # at most s support vectors
+    pure = cells.loc["NSSVM-pure"]
+    assert bool(pure.converged) and pure.residual <= pure.residual_tol      # the certificate of the pure optimiser
+    assert pure.ACC_best_bias_pct >= pure.ACC_pct                           # the best bias cannot lose accuracy
+    bayes = 100 * bayes_accuracy_zhou_example41()
+    for config in ("NSSVM", "LSVM"):
+        assert abs(cells.loc[config, "TACC_pct"] - bayes) < 1.5, (config, cells.loc[config, "TACC_pct"])
+    # LIBLINEAR's NSV (its margin count at eps = 0.1) against LIBSVM's support of the same hinge model at C = 1
+    exact = SVC(kernel="linear", C=1.0).fit(data.X, data.y).n_support_.sum()
+    assert abs(cells.loc["LSVM", "NSV"] - exact) <= 0.05 * exact, (cells.loc["LSVM", "NSV"], exact)
+    table = result.tables["table6"]
+    ours = table.dropna(subset=["ours"])
+    assert set(ours.method) == set(CONFIGS) and {"ACC_pct", "TACC_pct", "seconds", "NSV"} <= set(ours.metric)
+    assert ours.paper.isna().all() and table.dropna(subset=["paper"]).ours.isna().all()   # no such set in the paper
+    assert np.isclose(ours.query("method == 'LSVM' and metric == 'NSV_per_m'").ours.iloc[0],
+                      cells.loc["LSVM", "NSV"] / 3000)
+
+
+def test_zhou_example41_protocol_averages_trials_and_skips_liblinear_beyond_its_m(tmp_path, monkeypatch):
+    from klrlab.datasets import bayes_accuracy_zhou_example41
+    from klrlab.repro.papers import zhou
+    monkeypatch.setattr(zhou, "LSVM_MAX_M", 2500)
+    small = Experiment("table7", "small", [zhou.EXAMPLE41], ["NSSVM", "LSVM"], [{"m": 2000}, {"m": 3000}],
+                       zhou.TABLE7.run_point, zhou.TABLE7.summarize, folds=["t0", "t1"], load=zhou.load_zhou,
+                       published="table7", timed=True)
+    result = run(Protocol("zhou", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    cells = result.cells["table7"]
+    skipped = cells[cells.status == "skipped"]
+    assert set(zip(skipped.config, skipped.m)) == {("LSVM", 3000)} and len(skipped) == 2
+    done = cells[cells.status == "done"]
+    draws = done.groupby(["m", "fold"]).TACC_pct.first()
+    assert draws.loc[2000, "t0"] != draws.loc[2000, "t1"]                   # each trial is a fresh draw
+    table = result.tables["table7"]
+    ours = table.dropna(subset=["ours"]).set_index(["m", "method", "metric"])
+    nsv = done[(done.config == "NSSVM") & (done.m == 2000)].NSV
+    assert ours.loc[(2000, "NSSVM", "NSV"), "trials"] == 2 and np.isclose(ours.loc[(2000, "NSSVM", "NSV"), "ours"],
+                                                                           nsv.mean())
+    assert np.isclose(ours.loc[(3000, "NSSVM", "NSV_per_m"), "ours"],
+                      done[(done.config == "NSSVM") & (done.m == 3000)].NSV.mean() / 3000)
+    assert np.allclose(ours.bayes_pct, 100 * bayes_accuracy_zhou_example41())
+    assert table[table.m == 100000].ours.isna().all() and table[table.m == 100000].paper.notna().all()
+
+
+def test_zhou_parameter_study_follows_s_of_beta_and_ignores_tiny_eta(tmp_path):
+    from klrlab.repro.papers import zhou
+    from klrlab.solvers.nssvm import sparsity_level
+    grid = [zhou.point(2000, beta=0.2), zhou.point(2000, beta=0.6), zhou.point(2000, eta=1e-8),
+            zhou.point(2000, eta=1e-7)]
+    small = Experiment("fig4", "small", [zhou.EXAMPLE41], ["Alg1"], grid, zhou.parameter_point,
+                       zhou.summarize_parameters, folds=["t0"], load=zhou.load_zhou)
+    result = run(Protocol("zhou", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    cells = result.cells["fig4"]
+    assert (cells.status == "done").all() and cells.converged.astype(bool).all()
+    by_beta = cells.dropna(subset=["beta"]).set_index("beta")
+    for beta in (0.2, 0.6):
+        assert by_beta.loc[beta, "s"] == sparsity_level(2000, 2, beta)
+    assert (by_beta.nnz <= by_beta.s).all()
+    tiny = cells.dropna(subset=["eta"]).set_index("eta")
+    assert (tiny.s == 10).all()                                             # s = 0.005 m without beta
+    # eta far below 1/m only breaks ties among alpha = 0: the same working sets, the same fit
+    for column in ("ACC_pct", "TACC_pct", "iterations"):
+        assert tiny.loc[1e-8, column] == tiny.loc[1e-7, column]
+
+
+def test_zhou_accuracy_bias_is_the_best_cut():
+    from klrlab.repro.papers.zhou import accuracy_bias
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        f, y = rng.normal(size=40), np.where(rng.random(40) < 0.4, 1.0, -1.0)
+        cuts = np.concatenate([[-np.inf], np.sort(f)])                      # predict +1 above each cut, brute force
+        best = max(np.mean(np.where(f > c, 1.0, -1.0) == y) for c in cuts)
+        assert np.mean(np.where(f + accuracy_bias(f, y) > 0, 1.0, -1.0) == y) == best
+
+
+def test_zhou_loader_scales_and_marks_derived_sets():
+    from klrlab.datasets import DatasetUnavailable
+    from klrlab.repro.papers.zhou import load_zhou
+    try:
+        a5a, dhrb = load_zhou("a5a", offline=True), load_zhou("dhrb", offline=True)
+    except DatasetUnavailable:
+        pytest.skip("the dataset mirror is not available")
+    assert a5a.meta["kind"] == "derived" and len(a5a.y) == 6414
+    for data in (a5a, dhrb):
+        assert np.abs(data.X).max() <= 1 and np.abs(data.X_test).max() <= 1
+    peak = np.maximum(np.abs(dhrb.X).max(0), np.abs(dhrb.X_test).max(0))
+    assert np.allclose(peak[peak > 0], 1.0)                                 # every non-zero column reaches 1
+    assert abs(len(dhrb.y_test) / (len(dhrb.y) + len(dhrb.y_test)) - 0.1) < 1e-3
