@@ -539,4 +539,11 @@ d = { 'settings': { 'branch': 'main',
                             'klrlab.svm.FrankWolfeSVC._solve_binary': ('svm.html#frankwolfesvc._solve_binary', 'klrlab/svm.py'),
                             'klrlab.svm.FrankWolfeSVC._unused_parameters': ('svm.html#frankwolfesvc._unused_parameters', 'klrlab/svm.py'),
                             'klrlab.svm.FrankWolfeSVC.dual_gap_': ('svm.html#frankwolfesvc.dual_gap_', 'klrlab/svm.py'),
-                            'klrlab.svm.FrankWolfeSVC.fit': ('svm.html#frankwolfesvc.fit', 'klrlab/svm.py')}}}
+                            'klrlab.svm.FrankWolfeSVC.fit': ('svm.html#frankwolfesvc.fit', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath': ('svm.html#svcpath', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath.__init__': ('svm.html#svcpath.__init__', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath._check_C': ('svm.html#svcpath._check_c', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath._solve_binary': ('svm.html#svcpath._solve_binary', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath.decision_function': ('svm.html#svcpath.decision_function', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath.fit': ('svm.html#svcpath.fit', 'klrlab/svm.py'),
+                            'klrlab.svm.SVCPath.predict': ('svm.html#svcpath.predict', 'klrlab/svm.py')}}}
