@@ -546,4 +546,8 @@ d = { 'settings': { 'branch': 'main',
                             'klrlab.svm.SVCPath._solve_binary': ('svm.html#svcpath._solve_binary', 'klrlab/svm.py'),
                             'klrlab.svm.SVCPath.decision_function': ('svm.html#svcpath.decision_function', 'klrlab/svm.py'),
                             'klrlab.svm.SVCPath.fit': ('svm.html#svcpath.fit', 'klrlab/svm.py'),
-                            'klrlab.svm.SVCPath.predict': ('svm.html#svcpath.predict', 'klrlab/svm.py')}}}
+                            'klrlab.svm.SVCPath.predict': ('svm.html#svcpath.predict', 'klrlab/svm.py'),
+                            'klrlab.svm._decision_path': ('svm.html#_decision_path', 'klrlab/svm.py'),
+                            'klrlab.svm._interpolate_columns': ('svm.html#_interpolate_columns', 'klrlab/svm.py'),
+                            'klrlab.svm._sign_changes': ('svm.html#_sign_changes', 'klrlab/svm.py'),
+                            'klrlab.svm.cv_path': ('svm.html#cv_path', 'klrlab/svm.py')}}}

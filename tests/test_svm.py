@@ -202,3 +202,29 @@ def test_svcpath_refuses_more_than_two_classes():
     with pytest.raises(ValueError, match="Only binary classification is supported"):
         SVCPath().fit(X, y)
     assert not SVCPath().__sklearn_tags__().classifier_tags.multi_class
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_cv_path_reproduces_grid_search_at_its_C_values(kernel):
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    from klrlab.svm import cv_path
+    X, y = make_twonorm(150, n_features=6, seed=12)
+    y = np.where(np.random.default_rng(0).random(150) < 0.1, -y, y)             # label noise: C matters
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    C_grid = np.logspace(-4, 3, 30)
+    k = Kernel("rbf", gamma=0.1)
+    if kernel == "precomputed":
+        exact = cv_path(SVCPath(kernel="precomputed"), k(X), y, cv=folds)
+        grid = GridSearchCV(SVC(kernel="precomputed", tol=1e-9), {"C": C_grid}, cv=folds).fit(k(X), y)
+    else:
+        exact = cv_path(SVCPath(gamma=0.1), X, y, cv=folds)
+        grid = GridSearchCV(SVC(gamma=0.1, tol=1e-9), {"C": C_grid}, cv=folds).fit(X, y)
+    assert exact["n_paths"] == 5
+    np.testing.assert_allclose(exact["C_from"][1:], exact["C_to"][:-1])            # contiguous intervals
+    assert exact["C_from"][0] == pytest.approx(1e-4) and exact["C_to"][-1] == pytest.approx(1e3)
+    at_grid = np.searchsorted(exact["C_to"], C_grid, side="left")
+    same = np.isclose(exact["error"][at_grid], 1 - grid.cv_results_["mean_test_score"])
+    assert same.mean() >= 0.9
+    assert exact["best_error"] <= 1 - grid.best_score_ + 1e-12
+    assert exact["best_error"] == pytest.approx(exact["error"].min())
