@@ -165,7 +165,8 @@ def test_kkt_check_off_and_the_papers_rank_tolerance_still_trace_the_path():
     X, y = make_twonorm(80, n_features=4, seed=9)
     X, y = np.r_[X, X[:10]], np.r_[y, y[:10]]
     kernel = Kernel("rbf", gamma=0.5)
-    for options in (dict(kkt_check=False), dict(rank_tol=None), dict(backup_tol=1e-3)):
+    for options in (dict(kkt_check=False), dict(rank_tol=None), dict(backup_tol=1e-3, guard_in_step=False),
+                    dict(events="literal")):
         res = solve_path(kernel.cache(X), y, **options)
         assert res.info["finished"] and fresh_kkt(kernel(X), y, res.info["breakpoints"]) < 1e-3, options
 
@@ -205,3 +206,13 @@ def test_max_breakpoints_stops_early_and_says_so():
     res = solve_path(Kernel("rbf", gamma=0.5).cache(X), y, max_breakpoints=5)
     assert not res.converged and not res.info["finished"] and len(res.info["breakpoints"]["lam"]) == 5
     assert "max_breakpoints" in res.info["advice"]
+
+
+def test_a_backup_tolerance_the_guard_cannot_accept_is_refused():
+    X, y = make_twonorm(20, n_features=2, seed=1)
+    cache = Kernel("rbf", gamma=1.0).cache(X)
+    with pytest.raises(ValueError, match="backup_tol"):
+        solve_path(cache, y, backup_tol=1e-3)                           # the paper's BR tolerance with the guard
+    with pytest.raises(ValueError, match="events"):
+        solve_path(cache, y, events="all")
+    assert solve_path(cache, y, backup_tol=1e-3, guard_in_step=False).info["finished"]
