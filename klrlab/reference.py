@@ -234,7 +234,7 @@ def l2svm_dual_qp(
     alpha = np.clip(opt.x, 0, None); alpha /= alpha.sum()
     return dict(alpha=alpha, bias=float(alpha @ y), objective=float(np.max(np.diag(Q)) - alpha @ Q @ alpha))
 
-# %% ../nbs/16_path.ipynb #5950a4dd
+# %% ../nbs/16_path.ipynb #0c185984
 def svm_dual_qp(
     K,  # the kernel matrix (n, n), small
     y,  # labels in {-1, +1}

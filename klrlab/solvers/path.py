@@ -9,7 +9,7 @@ __all__ = ['FACTORIZATIONS', 'EVENTS', 'EVENT_RULES', 'RIGHT', 'ELBOW', 'LEFT', 
            'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'initial_alpha_hat', 'kkt_violation_path',
            'solve_path', 'path_at']
 
-# %% ../../nbs/16_path.ipynb #94e5fbb5
+# %% ../../nbs/16_path.ipynb #6228dfb6
 import time
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..dual import check_dual_input
 from ..kernels import KernelCache
 from .smo import solve_dual
 
-# %% ../../nbs/16_path.ipynb #e4e3bdc1
+# %% ../../nbs/16_path.ipynb #13a80eba
 FACTORIZATIONS = ("qr-update", "qr", "svd")
 EVENTS = ("init", "step", "special", "backup-kkt", "backup-loop")
 EVENT_RULES = ("blocking", "literal")   # which tight constraints of a degenerate LP vertex change set
@@ -46,7 +46,7 @@ def _ones(m: int) -> np.ndarray:
     one[0] = 0.0
     return one
 
-# %% ../../nbs/16_path.ipynb #4240e0a3
+# %% ../../nbs/16_path.ipynb #21161430
 def _rank(values, rank_tol, m_A) -> int:
     "Number of `values` (non-increasing, >= 0) above the tolerance: relative to the first, or the paper's m_A 1e-14."
     if not len(values) or values[0] <= 0: return 0
@@ -84,7 +84,7 @@ class QRFactor:
         dp, null, *_ = _pivoted_qr(A, self.rank_tol)
         return dp, null
 
-# %% ../../nbs/16_path.ipynb #53eadbcb
+# %% ../../nbs/16_path.ipynb #c7d862d5
 class QRUpdateFactor:
     """QR factors of A updated by qr_delete / qr_insert while A is nonsingular (Schur-complement indicator before an
     insertion, condition estimate after); a pivoted QR from scratch otherwise."""
@@ -135,7 +135,7 @@ class QRUpdateFactor:
 def _factorization(name, rank_tol):
     return {"svd": SVDFactor, "qr": QRFactor, "qr-update": QRUpdateFactor}[name](rank_tol)
 
-# %% ../../nbs/16_path.ipynb #fac121e0
+# %% ../../nbs/16_path.ipynb #1c8a84a7
 E_UPPER, E_LOWER, FROM_R, FROM_L, GUARD = 0, 1, 2, 3, 4       # what each constraint row guards
 
 def _constraints(a, r, lam, sets, elbow, dp, null, p, q, kkt_tol) -> tuple:
@@ -193,7 +193,7 @@ def _lp_step(c, coef, h, lower, lam, equalities=None, events="blocking") -> tupl
         active &= np.abs(res.ineqlin.marginals) > 1e-12
     return delta, beta, np.flatnonzero(active)
 
-# %% ../../nbs/16_path.ipynb #a18c247b
+# %% ../../nbs/16_path.ipynb #2e1ef1e0
 def _special_moves(a, r, lam, sets, elbow, dp, p, tau, tau2) -> tuple:
     "The points S1-S4 (57)-(60) move: (to L, to R, into E) index arrays."
     elbow = np.asarray(elbow, dtype=np.intp)
@@ -207,7 +207,7 @@ def _special_moves(a, r, lam, sets, elbow, dp, p, tau, tau2) -> tuple:
     s4 = (sets == LEFT) & (p < -tau) & (xi < tau) & (ratio > -tau2)
     return elbow[s1], elbow[s2], np.flatnonzero(s3 | s4)
 
-# %% ../../nbs/16_path.ipynb #2b8c7096
+# %% ../../nbs/16_path.ipynb #edeb482e
 def _phi(cache, y, a, a0) -> np.ndarray:
     "phi_i = sum_j a_j Q_ji - y_i a0 from the cached kernel rows of the points with a_j != 0 (16)."
     used = np.flatnonzero(a)
@@ -231,6 +231,14 @@ def _polish(cache, y, lam, a, a0, sets) -> tuple:
     if new[elbow].min() < -1e-9 or new[elbow].max() > 1 + 1e-9: return a, a0
     new[elbow] = np.clip(new[elbow], 0.0, 1.0)
     return new, a0 + correction[0]
+
+def _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right) -> tuple:
+    "alpha_hat of points moved to L / R set to 1 / 0, then polished; unchanged if the polish cannot keep the box."
+    snapped = a.copy()
+    snapped[to_left], snapped[to_right] = 1.0, 0.0
+    polished, a0_new = _polish(cache, y, lam, snapped, a0, sets)
+    if abs(polished @ y) > 1e-9 * len(y): return _polish(cache, y, lam, a, a0, sets)
+    return polished, a0_new
 
 def _smo_at(cache, y, lam, a_start, tol) -> tuple:
     "The C-SVM at C = 1/lam by the SMO engine from a_start, polished: (alpha_hat, alpha0_hat, sets, r, SMO steps)."
@@ -260,7 +268,7 @@ def kkt_violation_path(
     v = np.where(sets == ELBOW, np.abs(xi), np.where(sets == RIGHT, xi, -xi))
     return float(max(0.0, v.max(initial=0.0)))
 
-# %% ../../nbs/16_path.ipynb #e4cafe3f
+# %% ../../nbs/16_path.ipynb #a4e50f36
 def _check_path_input(cache, y, lambda_max, lambda_min, factorization, tols, max_breakpoints, max_blocked, gamma):
     y = check_dual_input(cache, y, 1.0)
     for name, value in (("lambda_max", lambda_max), ("lambda_min", lambda_min)):
@@ -281,7 +289,7 @@ def _check_path_input(cache, y, lambda_max, lambda_min, factorization, tols, max
     if not 0 < gamma < 1: raise ValueError(f"gamma={gamma!r}; it must lie in (0, 1)")
     return y
 
-# %% ../../nbs/16_path.ipynb #6ff50d19
+# %% ../../nbs/16_path.ipynb #382f5850
 class _Breakpoints:
     "The breakpoints recorded so far; `arrays()` stacks them."
 
@@ -309,13 +317,13 @@ def _fresh_violations(cache, y, bp, block: int = 256) -> np.ndarray:
         F[rows] = cache.get_rows(rows) @ coef
     phi = y[:, None] * (F - bp["alpha0_hat"][None, :])
     xi = 1.0 - phi / bp["lam"][None, :]
-    sets = bp["sets"].T
-    v = np.where(sets == ELBOW, np.abs(xi), np.where(sets == RIGHT, xi, -xi)).max(0)
+    a = bp["alpha_hat"].T                                   # the conditions of the values, not of the labels
+    v = np.where((a > 0) & (a < 1), np.abs(xi), np.where(a <= 0, xi, -xi)).max(0)
     box = np.maximum(-bp["alpha_hat"].min(1), bp["alpha_hat"].max(1) - 1.0)
     balance = np.abs(bp["alpha_hat"] @ y)
     return np.maximum.reduce([np.maximum(v, 0.0), box, balance])
 
-# %% ../../nbs/16_path.ipynb #7d3b75eb
+# %% ../../nbs/16_path.ipynb #5e899906
 def solve_path(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point
@@ -360,6 +368,15 @@ def solve_path(
     lam_c, n_blocked, n_special, max_elbow, max_nullity = lam, 0, 0, len(elbow), 0
     while lam > lambda_min and len(bps.rows) < max_breakpoints:
         t_step = time.perf_counter()
+        if not (sets == LEFT).any():                 # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
+            scale = lambda_min / lam
+            a, a0, r, lam = a * scale, a0 * scale, r * scale, float(lambda_min)
+            bps.add(lam, a, a0, sets, "step", True)
+            counts["step"] += 1
+            if trace:
+                for key, value in zip(steps, (len(elbow), 0, "terminal", lam, time.perf_counter() - t_step)):
+                    steps[key].append(value)
+            break
         m = len(elbow)
         if m:
             Khat = np.vstack([-y, cache.get_rows(elbow) * np.outer(y[elbow], y)])     # k_hat_i (20), all i
@@ -375,7 +392,7 @@ def solve_path(
             if len(to_left) + len(to_right) + len(to_elbow):
                 sets[to_left], sets[to_right], sets[to_elbow] = LEFT, RIGHT, ELBOW
                 elbow = [e for e in elbow if sets[e] == ELBOW] + sorted(set(to_elbow.tolist()))
-                a, a0 = _polish(cache, y, lam, a, a0, sets)          # a joining point sits within tau of the margin
+                a, a0 = _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right)   # on the margin, on bounds
                 r = lam - _phi(cache, y, a, a0)
                 n_special += 1
                 counts["special"] += 1
@@ -453,7 +470,7 @@ def solve_path(
                         converged=finished and certificate.satisfied,
                         trace={k: np.asarray(v) for k, v in steps.items()} if trace else None, info=info)
 
-# %% ../../nbs/16_path.ipynb #de7c6ece
+# %% ../../nbs/16_path.ipynb #1bed4275
 def path_at(
     breakpoints: dict,  # info['breakpoints'] of a path (lam non-increasing, alpha_hat, alpha0_hat)
     lambdas,  # lambda values (scalar or array) within [lambda_min, lambda_max] of the path
