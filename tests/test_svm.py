@@ -255,3 +255,114 @@ def test_sparse_svc_reference_heuristics_warns_when_its_model_is_not_stationary(
     y = np.where(labels == model.classes_[1], 1.0, -1.0)
     assert model.solver_results_[0].info["code_accuracy"] == pytest.approx(
         np.mean(np.sign(X @ model.coef_[0] + model.intercept_[0]) == y))
+
+
+# ---- SVCPath: the SVM regularization path as an estimator --------------------------------------------------------
+from sklearn.svm import SVC  # noqa: E402
+
+from klrlab import SVCPath  # noqa: E402
+
+
+@parametrize_with_checks([SVCPath(), SVCPath(kernel="linear", factorization="svd", lambda_max=1e2, lambda_min=1e-1)])
+def test_svcpath_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_svcpath_decisions_at_many_C_match_libsvm(kernel):
+    X, y = make_twonorm(120, n_features=4, seed=8)
+    Xt, _ = make_twonorm(50, n_features=4, seed=9)
+    k = Kernel("rbf", gamma=0.3)
+    Cs = np.logspace(-3.5, 2.5, 9)
+    if kernel == "precomputed":
+        model = SVCPath(kernel="precomputed").fit(k(X), y)
+        scores = model.decision_function(k(Xt, X), C=Cs)
+        svc = [SVC(C=C, kernel="precomputed", tol=1e-9).fit(k(X), y).decision_function(k(Xt, X)) for C in Cs]
+    else:
+        model = SVCPath(gamma=0.3).fit(X, y)
+        scores = model.decision_function(Xt, C=Cs)
+        svc = [SVC(C=C, gamma=0.3, tol=1e-9).fit(X, y).decision_function(Xt) for C in Cs]
+    assert scores.shape == (50, 9) and model.converged_ and model.certificate_.satisfied
+    np.testing.assert_allclose(scores, np.column_stack(svc), atol=1e-5 * max(1, np.abs(svc).max()))
+
+
+def test_svcpath_default_model_is_the_svm_at_its_C():
+    X, y = make_twonorm(100, n_features=4, seed=2)
+    model = SVCPath(C=3.0, gamma=0.3).fit(X, y)
+    svc = SVC(C=3.0, gamma=0.3, tol=1e-9).fit(X, y)
+    np.testing.assert_allclose(model.decision_function(X), svc.decision_function(X), atol=1e-6)
+    np.testing.assert_allclose(model.decision_function(X, C=3.0), model.decision_function(X), atol=1e-10)
+    assert (model.predict(X) == svc.predict(X)).all()
+    assert set(model.support_) == set(svc.support_)
+
+
+def test_svcpath_predict_at_an_array_of_C_gives_one_column_each():
+    X, y = make_twonorm(80, n_features=3, seed=4)
+    y = np.where(y > 0, "yes", "no")
+    model = SVCPath(gamma=0.5).fit(X, y)
+    labels = model.predict(X, C=[0.01, 1.0, 100.0])
+    assert labels.shape == (80, 3) and set(np.unique(labels)) <= {"yes", "no"}
+    np.testing.assert_array_equal(labels[:, 1], model.predict(X, C=1.0))
+    path = model.path_
+    assert {"lambda", "C", "alpha_hat", "alpha0_hat", "sets", "event", "exact"} <= set(path)
+    assert path["C"][0] == pytest.approx(1e-4) and path["C"][-1] == pytest.approx(1e3)
+    assert (np.diff(path["C"]) >= 0).all() and path["alpha_hat"].shape == (len(path["C"]), 80)
+
+
+def test_svcpath_handles_duplicate_points():
+    X, y = make_twonorm(60, n_features=4, seed=2)
+    X, y = np.r_[X, X[:25]], np.r_[y, y[:25]]
+    model = SVCPath(gamma=0.5).fit(X, y)
+    svc = SVC(C=50.0, gamma=0.5, tol=1e-9).fit(X, y)
+    assert model.converged_ and model.solver_results_[0].info["max_nullity"] > 0
+    np.testing.assert_allclose(model.decision_function(X, C=50.0), svc.decision_function(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("C", [1e-5, 1e4, np.nan, [1.0, 1e6]])
+def test_svcpath_a_C_outside_the_path_is_refused(C):
+    X, y = make_twonorm(40, n_features=2, seed=1)
+    model = SVCPath().fit(X, y)
+    with pytest.raises(ValueError, match=r"C=.*every C must lie in the path's range"):
+        model.predict(X, C=C)
+
+
+@pytest.mark.parametrize("bad,name", [(dict(C=1e5), "C"), (dict(lambda_min=1e5), "lambda_min"),
+                                      (dict(factorization="lu"), "factorization"), (dict(kkt_tol=0.0), "kkt_tol"),
+                                      (dict(lambda_max=-1.0), "lambda_max")])
+def test_svcpath_bad_parameters_are_named(bad, name):
+    X, y = make_twonorm(40, n_features=2, seed=1)
+    with pytest.raises(ValueError, match=name):
+        SVCPath(**bad).fit(X, y)
+
+
+def test_svcpath_refuses_more_than_two_classes():
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
+        SVCPath().fit(X, y)
+    assert not SVCPath().__sklearn_tags__().classifier_tags.multi_class
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_cv_path_reproduces_grid_search_at_its_C_values(kernel):
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    from klrlab.svm import cv_path
+    X, y = make_twonorm(150, n_features=6, seed=12)
+    y = np.where(np.random.default_rng(0).random(150) < 0.1, -y, y)             # label noise: C matters
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    C_grid = np.logspace(-4, 3, 30)
+    k = Kernel("rbf", gamma=0.1)
+    if kernel == "precomputed":
+        exact = cv_path(SVCPath(kernel="precomputed"), k(X), y, cv=folds)
+        grid = GridSearchCV(SVC(kernel="precomputed", tol=1e-9), {"C": C_grid}, cv=folds).fit(k(X), y)
+    else:
+        exact = cv_path(SVCPath(gamma=0.1), X, y, cv=folds)
+        grid = GridSearchCV(SVC(gamma=0.1, tol=1e-9), {"C": C_grid}, cv=folds).fit(X, y)
+    assert exact["n_paths"] == 5
+    np.testing.assert_allclose(exact["C_from"][1:], exact["C_to"][:-1])            # contiguous intervals
+    assert exact["C_from"][0] == pytest.approx(1e-4) and exact["C_to"][-1] == pytest.approx(1e3)
+    at_grid = np.searchsorted(exact["C_to"], C_grid, side="left")
+    same = np.isclose(exact["error"][at_grid], 1 - grid.cv_results_["mean_test_score"])
+    assert same.mean() >= 0.9
+    assert exact["best_error"] <= 1 - grid.best_score_ + 1e-12
+    assert exact["best_error"] == pytest.approx(exact["error"].min())
