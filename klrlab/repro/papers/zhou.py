@@ -294,10 +294,10 @@ def aim_model(method: str, beta: float):
     if method == "LIBLINEAR -s 2": return LinearSVC(C=C_LIBLINEAR, loss="squared_hinge", dual=False, tol=EPS_PRIMAL)
     raise ValueError(f"method={method!r}; accepted values: {', '.join(AIM_METHODS)}")
 
-def aim_data(name: str, m=None, seed: int = 0) -> tuple:
+def aim_data(name: str, m=None, seed: int = 0, offline: bool = False) -> tuple:
     "(X, y, X_test, y_test) of one aim set: a fresh Example 4.1 draw of m + m points, or a real set as the paper scales it."
     if name == EXAMPLE41: return make_zhou_example41(m, seed=seed)
-    data = load_zhou(name, seed=seed)
+    data = load_zhou(name, seed=seed, offline=offline)
     return data.X, data.y, data.X_test, data.y_test
 
 _PEAK_SCRIPT = """
