@@ -131,8 +131,10 @@ def cmd_bench(
     from klrlab.repro.bench import bench
     table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
                   out=args.out, offline=args.offline, family=args.family, eps=args.eps)
-    shown, base = (["ratio_to_klr", "test_logloss", "test_brier"], "KLR") if args.family == "klr" else (
-        ["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC")
+    shown, base = {"klr": (["ratio_to_klr", "test_logloss", "test_brier"], "KLR"),
+                   "svm": (["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC"),
+                   "linear": (["ratio_to_sparse_svc", "train_accuracy", "test_accuracy", "n_support", "s_final"],
+                              "klrlab SparseSVC")}[args.family]
     columns = [c for c in ["dataset", "method", "n_train", "median_seconds", *shown] if c in table]
     if len(table): _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
@@ -236,7 +238,7 @@ def _add_repro(sub) -> None:
 def _add_bench(sub) -> None:
     bench = sub.add_parser(
         "bench",
-        help="time klrlab's KLR or Frank-Wolfe SVMs against LIBSVM/LIBLINEAR anchors in the same run",
+        help="time klrlab's KLR, Frank-Wolfe SVMs or sparse SVM against LIBSVM/LIBLINEAR anchors in the same run",
         description="--family klr (default): fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
                     "CalibratedClassifierCV(ensemble=False) and "
         "LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear -- on each "
@@ -244,17 +246,24 @@ def _add_bench(sub) -> None:
         "and test log-loss / Brier score of the probabilistic models. --family svm: fit FrankWolfeSVC (cvm, fw, mfw, "
         "pairwise, to --eps; mfw also with the paper's sampled stop), SVC and svm_train at the same C and RBF width "
         "on one BLAS thread; report median seconds, ratios to SVC, test accuracy, support size and the Frank-Wolfe "
-        "certificate. Writes OUT/bench-<family>-<time>.json with the environment (versions, git commit), sizes, "
-        "parameters, medians and ratios.",
+        "certificate. --family linear: fit SparseSVC (the pure Newton method and with the reference code's "
+        "heuristics, at Zhou's Table IV settings) against LinearSVC (LIBLINEAR -s 3 hinge dual, -s 2 squared hinge primal, at their "
+        "default eps), the same through liblinear-official when installed, and SVC(kernel='linear') up to 20 000 "
+        "training points, on one BLAS thread; report median seconds, ratios to SparseSVC, training and test "
+        "accuracy and support size. Writes OUT/bench-<family>-<time>.json with the environment (versions, git "
+        "commit), sizes, parameters, medians and ratios.",
     )
-    bench.add_argument("--family", choices=["klr", "svm"], default="klr",
-                       help="klr (KLR against its anchors; default) or svm (Frank-Wolfe SVMs against LIBSVM)")
+    bench.add_argument("--family", choices=["klr", "svm", "linear"], default="klr",
+                       help="klr (KLR against its anchors; default), svm (Frank-Wolfe SVMs against LIBSVM) or "
+                            "linear (SparseSVC against LIBLINEAR)")
     bench.add_argument(
         "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets; for --family svm Frandi's "
-        "a1a, a3a, w1a, w3a)"
+        "a1a, a3a, w1a, w3a; for --family linear a7a, a8a, a9a, zhou-example41)"
     )
-    bench.add_argument("--C", type=float, default=1.0, help="regularisation C of every model (default 1)")
-    bench.add_argument("--kernel", choices=["rbf", "linear"], default="rbf", help="kernel (default rbf, gamma='scale')")
+    bench.add_argument("--C", type=float, default=1.0, help="regularisation C of every model (default 1); "
+                       "--family linear: LIBLINEAR's and LIBSVM's (SparseSVC keeps Zhou's)")
+    bench.add_argument("--kernel", choices=["rbf", "linear"],
+                       help="kernel (default rbf, gamma='scale'; linear for --family linear)")
     bench.add_argument(
         "--tol", type=float, default=1e-3, help="stopping tolerance of KLR and LIBSVM (default 1e-3, LIBSVM's)"
     )

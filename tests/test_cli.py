@@ -138,3 +138,36 @@ def test_cli_bench_svm_family_times_frank_wolfe_against_svc(tmp_path, capsys, mo
 def test_cli_bench_svm_family_refuses_a_linear_kernel(capsys):
     assert main(["bench", "--family", "svm", "--kernel", "linear", "--datasets", "a1a"]) == 2
     assert "kernel 'linear'; accepted values: rbf" in capsys.readouterr().err
+
+
+def test_cli_bench_linear_family_times_sparse_svc_against_liblinear(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    import klrlab.repro.bench as bench_module
+    from klrlab.datasets import make_zhou_example41
+    X, y, X_test, y_test = make_zhou_example41(2000, seed=3)
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    argv = ["bench", "--family", "linear", "--datasets", "a9a", "--repeats", "1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    record = json.loads(next(tmp_path.glob("bench-linear-*.json")).read_text())
+    methods = {r["method"]: r for r in record["records"]}
+    assert record["parameters"]["family"] == "linear" and record["parameters"]["kernel"] == "linear"
+    assert methods["klrlab SparseSVC"]["ratio_to_sparse_svc"] == 1.0
+    for name in ("klrlab SparseSVC", "klrlab SparseSVC, reference heuristics"):
+        assert methods[name]["n_support"] <= methods[name]["s_final"] < len(y) and methods[name]["C"] == 0.25
+    svc = methods["sklearn SVC linear"]           # LIBSVM at the same C: the hinge dual's support and accuracy
+    hinge = methods["sklearn LinearSVC hinge, dual (-s 3)"]
+    assert abs(hinge["n_support"] - svc["n_support"]) <= 0.1 * svc["n_support"]
+    assert abs(hinge["test_accuracy"] - svc["test_accuracy"]) < 0.01
+    for name, r in methods.items():                # Example 4.1's Bayes accuracy is 96.9 %: every fit gets near it
+        assert 0.94 < r["test_accuracy"] < 0.98, name
+    if "liblinear-official train -s 2" in methods:  # the same solver by two bindings: the same model
+        assert abs(methods["liblinear-official train -s 2"]["test_accuracy"]
+                   - methods["sklearn LinearSVC squared hinge, primal (-s 2)"]["test_accuracy"]) < 0.002
+    assert "ratio = method / klrlab SparseSVC" in capsys.readouterr().out
+
+
+def test_cli_bench_linear_family_refuses_an_rbf_kernel(capsys):
+    assert main(["bench", "--family", "linear", "--kernel", "rbf", "--datasets", "a9a"]) == 2
+    assert "kernel 'rbf'; accepted values: linear" in capsys.readouterr().err

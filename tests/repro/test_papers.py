@@ -287,3 +287,37 @@ def test_zhou_loader_scales_and_marks_derived_sets():
     peak = np.maximum(np.abs(dhrb.X).max(0), np.abs(dhrb.X_test).max(0))
     assert np.allclose(peak[peak > 0], 1.0)                                 # every non-zero column reaches 1
     assert abs(len(dhrb.y_test) / (len(dhrb.y) + len(dhrb.y_test)) - 0.1) < 1e-3
+
+
+def test_zhou_aim_verdict_states_each_criterion():
+    import pandas as pd
+    from klrlab.repro.papers.zhou import aim_verdict
+    rows = [("NSSVM-pure", 1.0, 90.0, 100), ("NSSVM", 4.0, 91.5, 50),
+            ("LIBLINEAR -s 3", 2.0, 92.0, 1000), ("LIBLINEAR -s 2", 0.5, 91.0, 400)]
+    aim = pd.DataFrame([dict(dataset="d", method=m, seconds=s, TACC_pct=a, NSV=n) for m, s, a, n in rows])
+    v = aim_verdict(aim).set_index(["ours", "against"])
+    assert len(v) == 4
+    pure3, pure2 = v.loc[("NSSVM-pure", "LIBLINEAR -s 3")], v.loc[("NSSVM-pure", "LIBLINEAR -s 2")]
+    assert pure3.time_ratio == 2.0 and pure3.TACC_diff == -2.0 and pure3.NSV_ratio == 10.0
+    assert pure3.faster and not pure3.accurate and pure3.sparser and not pure3.aim_holds
+    assert not pure2.faster and pure2.NSV_ratio == 4.0 and not pure2.sparser
+    code3 = v.loc[("NSSVM", "LIBLINEAR -s 3")]                  # 2x slower, 0.5 points lower, 20x sparser
+    assert not code3.faster and code3.accurate and code3.sparser and not code3.aim_holds
+    code2 = v.loc[("NSSVM", "LIBLINEAR -s 2")]
+    assert code2.time_ratio == 0.125 and code2.TACC_diff == 0.5 and code2.NSV_ratio == 8.0
+
+
+def test_zhou_aim_measures_every_method_and_the_fit_memory():
+    from klrlab.datasets import bayes_accuracy_zhou_example41
+    from klrlab.repro.papers.zhou import AIM_METHODS, EXAMPLE41, measure_aim
+    aim = measure_aim({EXAMPLE41: 4000}, repeats=2).set_index("method")
+    assert list(aim.index) == AIM_METHODS and (aim.repeats == 2).all()
+    assert (aim.seconds_min <= aim.seconds).all() and (aim.seconds <= aim.seconds_max).all()
+    for method in AIM_METHODS:                                              # near the Bayes accuracy, all of them
+        assert abs(aim.loc[method, "TACC_pct"] - 100 * bayes_accuracy_zhou_example41()) < 2.0, method
+    ours = aim.loc[["NSSVM-pure", "NSSVM"]]
+    assert (ours.NSV <= ours.s_final).all() and (ours.s_final < 4000).all()
+    # the fit's own peak allocation in a fresh process: positive, and within the process's peak resident set
+    assert (ours.fit_peak_mb > 0).all() and (ours.fit_peak_mb < ours.peak_rss_mb).all()
+    assert (ours.rss_before_mb <= ours.peak_rss_mb).all()
+    assert aim.loc["LIBLINEAR -s 3", "NSV"] > aim.loc["NSSVM", "NSV"]        # the hinge keeps every margin violator

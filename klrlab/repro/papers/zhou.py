@@ -7,10 +7,11 @@ Docs: https://klrlab.github.io/klrlab/repro_zhou.html.md"""
 # %% auto #0
 __all__ = ['EXAMPLE41', 'SMALL_SETS', 'DERIVED', 'NO_TEST_FILE', 'HOLDOUT', 'C_NSSVM', 'C_LIBLINEAR', 'EPS_LIBLINEAR',
            'MARGIN_SLACK', 'LSVM_MAX_M', 'CONFIGS', 'METRICS', 'EXTRAS', 'TRIALS', 'TABLE7_TRIALS', 'ETAS', 'RATIOS',
-           'BETAS', 'TABLE6', 'TABLE7', 'TABLE8', 'FIG2', 'FIG3', 'FIG4', 'PROTOCOL', 'beta_of', 'max_abs_scale',
-           'load_zhou', 'make_model', 'margin_support', 'accuracy_bias', 'fit_metrics', 'real_point', 'trial_of',
-           'example41_point', 'summarize_fits', 'summarize_real', 'summarize_example41', 'folds', 'point',
-           'parameter_point', 'summarize_parameters', 'figure_parameters']
+           'BETAS', 'TABLE6', 'TABLE7', 'TABLE8', 'FIG2', 'FIG3', 'FIG4', 'PROTOCOL', 'AIM_SETS', 'AIM_METHODS',
+           'EPS_PRIMAL', 'beta_of', 'max_abs_scale', 'load_zhou', 'make_model', 'margin_support', 'accuracy_bias',
+           'fit_metrics', 'real_point', 'trial_of', 'example41_point', 'summarize_fits', 'summarize_real',
+           'summarize_example41', 'folds', 'point', 'parameter_point', 'summarize_parameters', 'figure_parameters',
+           'aim_model', 'aim_data', 'fit_peak_memory', 'measure_aim', 'aim_verdict']
 
 # %% ../../../nbs/93_repro_zhou.ipynb #38be75ed
 import math
@@ -159,8 +160,8 @@ def summarize_example41(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
     return summarize_fits(cells, ["dataset", "m", "config"]).sort_values(["m", "method"], kind="stable")
 
 # %% ../../../nbs/93_repro_zhou.ipynb #43cc2e20
-TRIALS = {"quick": 2, "paper": 100}          # the figures average 100 trials in the paper
-TABLE7_TRIALS = {"quick": 1, "paper": 20}    # Table VII averages 20
+TRIALS = {"quick": 2, "paper": 20}           # the paper averages 100; 20 fit this shared machine
+TABLE7_TRIALS = {"quick": 1, "paper": 3}     # Table VII averages 20; 3 fit this shared machine
 ETAS = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2]
 RATIOS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
 BETAS = [round(0.1 * k, 1) for k in range(1, 11)]
@@ -279,3 +280,86 @@ PROTOCOL = Protocol(
     "Zhou: sparse SVM for sufficient data reduction (NSSVM)",
     (TABLE6, TABLE7, TABLE8, FIG2, FIG3, FIG4),
 )
+
+# %% ../../../nbs/93_repro_zhou.ipynb #7ec9d28d
+AIM_SETS = {EXAMPLE41: 10**7, "a9a": None}    # Example 4.1 at m = 1e7 (Sigma11 = 0.5) and a9a as LIBSVM ships it
+AIM_METHODS = ["NSSVM-pure", "NSSVM", "LIBLINEAR -s 3", "LIBLINEAR -s 2"]
+EPS_PRIMAL = 0.01                              # LIBLINEAR's default eps for -s 2
+
+def aim_model(method: str, beta: float):
+    "The aim's fits: SparseSVC (pure or with the code's heuristics) at Table IV's settings, LIBLINEAR at its defaults."
+    if method == "NSSVM-pure": return SparseSVC(C=C_NSSVM, beta=beta)
+    if method == "NSSVM": return SparseSVC(C=C_NSSVM, beta=beta, reference_heuristics=True)
+    if method == "LIBLINEAR -s 3": return LinearSVC(C=C_LIBLINEAR, loss="hinge", dual=True, tol=EPS_LIBLINEAR)
+    if method == "LIBLINEAR -s 2": return LinearSVC(C=C_LIBLINEAR, loss="squared_hinge", dual=False, tol=EPS_PRIMAL)
+    raise ValueError(f"method={method!r}; accepted values: {', '.join(AIM_METHODS)}")
+
+def aim_data(name: str, m=None, seed: int = 0, offline: bool = False) -> tuple:
+    "(X, y, X_test, y_test) of one aim set: a fresh Example 4.1 draw of m + m points, or a real set as the paper scales it."
+    if name == EXAMPLE41: return make_zhou_example41(m, seed=seed)
+    data = load_zhou(name, seed=seed, offline=offline)
+    return data.X, data.y, data.X_test, data.y_test
+
+_PEAK_SCRIPT = """
+import json, resource, sys, tracemalloc
+from threadpoolctl import threadpool_limits
+from klrlab.repro.papers.zhou import aim_data, aim_model, beta_of
+name, m, method = sys.argv[1], (None if sys.argv[2] == 'None' else int(sys.argv[2])), sys.argv[3]
+X, y, _, _ = aim_data(name, m)
+del _
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+with threadpool_limits(limits=1): aim_model(method, beta_of(name, len(y))).fit(X, y)
+print(json.dumps(dict(fit_peak_mb=tracemalloc.get_traced_memory()[1] / 2**20, rss_before_mb=before / 1024,
+                      peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+"""
+
+def fit_peak_memory(name: str, m, method: str) -> dict:
+    """Peak memory of one fit in a fresh process (training data only): the fit's own peak allocation (tracemalloc,
+    NumPy's buffers included) and the process's peak resident set, data and interpreter included (MB)."""
+    import json, subprocess, sys
+    done = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, name, str(m), method], capture_output=True, text=True,
+                          check=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+def measure_aim(sets: dict = AIM_SETS, repeats: int = 3, memory=(EXAMPLE41,)) -> pd.DataFrame:
+    """The headline aim in one run: every method on every set on one BLAS thread, the median of `repeats` fit times,
+    training and test accuracy (%), the support (NSSVM: nnz(alpha) and the final s; LIBLINEAR: the margin count)
+    and, for SparseSVC on the sets in `memory`, the peak memory of the fit in a fresh process."""
+    rows = []
+    for name, m in sets.items():
+        X, y, X_test, y_test = aim_data(name, m)
+        beta = beta_of(name, len(y))
+        for method in AIM_METHODS:
+            times = []
+            for _ in range(repeats):
+                model = aim_model(method, beta)
+                times.append(timed_fit(model, X, y))
+            row = dict(dataset=name, method=method, n_train=len(y), n_test=len(y_test), repeats=repeats,
+                       seconds=float(np.median(times)), seconds_min=min(times), seconds_max=max(times),
+                       ACC_pct=100 * model.score(X, y), TACC_pct=100 * model.score(X_test, y_test))
+            if isinstance(model, SparseSVC):
+                row.update(NSV=int(model.n_support_vectors_), s_final=int(model.sparsity_level_))
+                if name in memory: row.update(fit_peak_memory(name, m, method))
+            else:
+                row.update(NSV=margin_support(model, X, y))
+            rows.append(row)
+        del X, y, X_test, y_test
+    return pd.DataFrame(rows)
+
+def aim_verdict(aim: pd.DataFrame) -> pd.DataFrame:
+    """Per set and SparseSVC variant against each LIBLINEAR solver: time ratio (LIBLINEAR / ours, > 1: ours faster),
+    test-accuracy difference (ours - LIBLINEAR, points), support ratio (LIBLINEAR / ours), and whether the aim holds
+    (faster, at most 1 point lower, at least 5x fewer support vectors)."""
+    rows = []
+    for name, part in aim.groupby("dataset", sort=False):
+        by = part.set_index("method")
+        for ours in ("NSSVM-pure", "NSSVM"):
+            for other in ("LIBLINEAR -s 3", "LIBLINEAR -s 2"):
+                speed = by.seconds[other] / by.seconds[ours]
+                accuracy = by.TACC_pct[ours] - by.TACC_pct[other]
+                support = by.NSV[other] / by.NSV[ours]
+                rows.append(dict(dataset=name, ours=ours, against=other, time_ratio=speed, TACC_diff=accuracy,
+                                 NSV_ratio=support, faster=speed > 1, accurate=accuracy >= -1, sparser=support >= 5,
+                                 aim_holds=bool(speed > 1 and accuracy >= -1 and support >= 5)))
+    return pd.DataFrame(rows)
