@@ -10,7 +10,7 @@ __all__ = ['SIGMA', 'LAMBDA_MAX', 'LAMBDA_MIN', 'KERNELS', 'CONFIGS', 'COST_CONF
            'standardize', 'load_ong', 'make_kernel', 'random_lambdas', 'cost_gaps', 'path_point', 'summarize_path',
            'grid', 'figure_path']
 
-# %% ../../../nbs/94_repro_ong.ipynb #7ea08ab1
+# %% ../../../nbs/94_repro_ong.ipynb #4b22393f
 import re
 import time
 
@@ -25,7 +25,7 @@ from ...reference import svm_primal_cost
 from ..harness import Experiment, Protocol, SkipPoint
 from ...solvers.path import ELBOW, path_at, solve_path
 
-# %% ../../../nbs/94_repro_ong.ipynb #6350609e
+# %% ../../../nbs/94_repro_ong.ipynb #1e9c4a00
 SIGMA = 0.5                               # Tables III and IV's Gaussian width
 LAMBDA_MAX, LAMBDA_MIN = 1e4, 1e-3        # the paper's range of lambda = 1/C
 KERNELS = ["linear", "rbf"]
@@ -62,7 +62,7 @@ def load_ong(name, seed=0, offline=False):
         X, y = X[keep], y[keep]
     return Bunch(X=standardize(X), y=np.where(np.asarray(y) > 0, 1.0, -1.0), meta=data.meta)
 
-# %% ../../../nbs/94_repro_ong.ipynb #727c144a
+# %% ../../../nbs/94_repro_ong.ipynb #3f084251
 def make_kernel(name: str) -> Kernel:
     "The linear kernel, or the Gaussian of width SIGMA: exp(-|x - x'|^2 / (2 sigma^2))."
     if name == "linear": return Kernel("linear")
@@ -106,7 +106,7 @@ def path_point(data, cell, state):
         out.update(c_max_pct=100 * float(np.abs(gaps).max()), c_above_max_pct=100 * float(gaps.max()))
     return out, None
 
-# %% ../../../nbs/94_repro_ong.ipynb #8350f687
+# %% ../../../nbs/94_repro_ong.ipynb #057a5b0f
 COUNTS = ["E_max", "iota_max", "rank_deficiency_max", "t_IR", "N_SR", "N_kkt"]
 EXTRAS = ["n_train", "n_features", "N_loop", "kkt_violation", "finished", "c_above_max_pct"]
 
@@ -128,7 +128,7 @@ def summarize_path(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
         rows += [dict(dataset=dataset, kernel=kernel, metric=k, value=v, **extra) for k, v in values.items()]
     return pd.DataFrame(rows)
 
-# %% ../../../nbs/94_repro_ong.ipynb #a81fc593
+# %% ../../../nbs/94_repro_ong.ipynb #f64ed34f
 def grid(kernels=KERNELS) -> dict:
     return {p: [dict(kernel=k, n_lambdas=n) for k in kernels] for p, n in N_LAMBDAS.items()}
 
@@ -155,14 +155,14 @@ TABLE4 = Experiment(
     timed=True,
 )
 
-# %% ../../../nbs/94_repro_ong.ipynb #c8dacb5a
+# %% ../../../nbs/94_repro_ong.ipynb #fbd1acf1
 PROTOCOL = Protocol(
     "ong",
     "Ong, Shao and Yang: the entire regularization path of the SVM (SVMP)",
     (TABLE2, TABLE3, TABLE4),
 )
 
-# %% ../../../nbs/94_repro_ong.ipynb #ce88c201
+# %% ../../../nbs/94_repro_ong.ipynb #ad15eadf
 def figure_path(X, y, kernel: str = "rbf", n_paths: int = 12):
     "alpha_i(lambda) = alpha_hat_i / lambda for a few points, and |E| at every breakpoint, against lambda."
     import matplotlib.pyplot as plt
