@@ -29,7 +29,7 @@ test: setup
 
 # The checks that only a machine with the dataset mirror can make (CI runs them after `make test` without it): the
 # notebooks whose cells read mirrored files, and the tests that skip without a mirror.
-MIRROR_NOTEBOOKS := ^(02_datasets|90_repro_consolo|91_repro_keerthi|92_repro_frandi|93_repro_zhou)\.ipynb$$
+MIRROR_NOTEBOOKS := ^(02_datasets|90_repro_consolo|91_repro_keerthi|92_repro_frandi|93_repro_zhou|94_repro_ong)\.ipynb$$
 test-mirror: setup
 	@test -n "$(KLRLAB_MIRROR)" || { echo "test-mirror: set KLRLAB_MIRROR to the dataset mirror folder"; exit 2; }
 	$(BIN)/nbdev-test --n-workers 2 --file-re '$(MIRROR_NOTEBOOKS)'

@@ -450,7 +450,8 @@ def environment() -> dict:
 
 # %% ../../nbs/80_harness.ipynb #ca396816
 PROTOCOLS = {"consolo": "klrlab.repro.papers.consolo", "keerthi": "klrlab.repro.papers.keerthi",
-             "frandi": "klrlab.repro.papers.frandi", "zhou": "klrlab.repro.papers.zhou"}
+             "frandi": "klrlab.repro.papers.frandi", "zhou": "klrlab.repro.papers.zhou",
+             "ong": "klrlab.repro.papers.ong"}
 
 def get_protocol(
     paper: str,  # a paper: consolo, keerthi, frandi, zhou or ong

@@ -321,3 +321,36 @@ def test_zhou_aim_measures_every_method_and_the_fit_memory():
     assert (ours.fit_peak_mb > 0).all() and (ours.fit_peak_mb < ours.peak_rss_mb).all()
     assert (ours.rss_before_mb <= ours.peak_rss_mb).all()
     assert aim.loc["LIBLINEAR -s 3", "NSV"] > aim.loc["NSSVM", "NSV"]        # the hinge keeps every margin violator
+
+
+def test_ong_path_protocol_reports_the_tables_metrics_against_libsvm(tmp_path):
+    from types import SimpleNamespace
+
+    from klrlab.repro.papers.ong import CONFIGS, TABLE3, standardize
+    rng = np.random.default_rng(4)
+    X = np.vstack([rng.normal(0.0, 1.0, (30, 3)), rng.normal(1.0, 1.0, (20, 3))])
+    y = np.r_[np.ones(30), -np.ones(20)]
+    data = SimpleNamespace(X=standardize(X), y=y, meta=dict(kind="generated"))
+    points = [dict(kernel="linear", n_lambdas=8), dict(kernel="rbf", n_lambdas=8)]
+    small = Experiment("table3", "small", ["blobs"], CONFIGS, points, TABLE3.run_point, TABLE3.summarize,
+                       folds=["all"], load=lambda name, seed=0, offline=False: data, published=TABLE3.published,
+                       timed=True)
+    result = run(Protocol("ong", "small", (small,)), profile="quick", out=tmp_path, progress=False)
+    cells = result.cells["table3"]
+    assert (cells.status == "done").all() and len(cells) == 2 * len(CONFIGS)
+    assert cells.finished.astype(bool).all() and (cells.kkt_violation <= 1e-3).all()
+    assert (cells.E_max <= 50).all() and (cells.E_max >= 1).all()
+    assert (cells.loc[cells.kernel == "linear", "E_max"] <= 3 + 1).all()     # |E| <= n + 1 with a linear kernel
+    checked = cells[cells.config != "qr-update-nokkt"]
+    regular = checked[checked.groupby("kernel").rank_deficiency_max.transform("max") == 0]
+    assert (regular.groupby("kernel").iota_max.nunique() == 1).all()          # same breakpoints, any factorisation
+    costs = cells.dropna(subset=["c_max_pct"])
+    assert set(costs.config) == {"qr-update", "qr-update-nokkt"}
+    assert (costs.c_max_pct <= 0.25).all() and (costs.c_above_max_pct <= 1e-4).all()   # LIBSVM's cost, or lower
+    table = result.tables["table3"].dropna(subset=["ours"])
+    assert {"E_max", "iota_max", "t_S_SVD", "t_S_QR", "t_S_UD", "c_max_SL_pct", "c_max_SL2_pct"} <= set(table.metric)
+    assert table.paper.isna().all() and set(table.kernel) == {"linear", "rbf"}
+    for kernel in ("linear", "rbf"):
+        rows = table[table.kernel == kernel].set_index("metric").ours
+        ud = cells[(cells.kernel == kernel) & (cells.config == "qr-update")].iloc[0]
+        assert rows["E_max"] == ud.E_max and rows["t_S_UD"] == ud.t_S and rows["c_max_SL_pct"] == ud.c_max_pct
