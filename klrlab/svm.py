@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from .base import BaseKernelClassifier
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 from .solvers.nssvm import INITS as NSSVM_INITS, JACOBIANS, solve_nssvm
-from .solvers.path import FACTORIZATIONS, path_at, solve_path
+from .solvers.path import FACTORIZATIONS, interpolate_at, path_at, solve_path
 
 # %% ../nbs/23_svm.ipynb #e16a1dc7
 class FrankWolfeSVC(BaseKernelClassifier):
@@ -281,11 +281,6 @@ def _sign_changes(lam, g) -> np.ndarray:
     t = before[rows, seg] / (before[rows, seg] - after[rows, seg])
     return lam[seg] + t * (lam[seg + 1] - lam[seg])
 
-def _interpolate_columns(lam, g, at) -> np.ndarray:
-    "g (n, breakpoints) read at the lambdas `at` by the interpolation (53)."
-    k = np.clip(np.searchsorted(-lam, -at, side="left"), 1, len(lam) - 1)
-    mu = (at - lam[k - 1]) / (lam[k] - lam[k - 1])
-    return (1 - mu) * g[:, k - 1] + mu * g[:, k]
 
 def cv_path(
     estimator: "SVCPath",  # the path's settings (kernel, gamma, lambda range, ...); cloned for each fold
@@ -310,7 +305,7 @@ def cv_path(
     edges = np.unique(np.concatenate(roots))[::-1]               # decreasing lambda: increasing C
     edges = edges[(edges <= estimator.lambda_max) & (edges >= estimator.lambda_min)]
     middles = np.sqrt(edges[:-1] * edges[1:])
-    error = np.mean([((_interpolate_columns(lam, g, middles) > 0) != positive[:, None]).mean(0)
+    error = np.mean([((interpolate_at(lam, g.T, middles).T > 0) != positive[:, None]).mean(0)
                      for lam, g, positive in folds], axis=0)
     best = int(np.argmin(error))
     return dict(C_from=1 / edges[:-1], C_to=1 / edges[1:], error=error, best_C=float(1 / middles[best]),

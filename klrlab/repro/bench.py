@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 
 # %% auto #0
 __all__ = ['FW_ALGORITHMS', 'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'BENCH_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS',
-           'LINEAR_EXAMPLE41_M', 'FAMILIES', 'KERNELS', 'median_seconds', 'bench_dataset', 'bench_svm_dataset',
-           'bench_linear_dataset', 'bench']
+           'LINEAR_EXAMPLE41_M', 'FAMILIES', 'KERNELS', 'median_seconds', 'single_thread_median', 'timed_fit',
+           'rbf_gamma', 'bench_dataset', 'bench_svm_dataset', 'bench_linear_dataset', 'bench']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import importlib.util
@@ -30,6 +30,23 @@ def median_seconds(fit: Callable, repeats: int = 3):
     for _ in range(repeats):
         t0 = time.perf_counter(); result = fit(); times.append(time.perf_counter() - t0)
     return float(np.median(times)), result
+
+def single_thread_median(fit: Callable, repeats: int = 3):
+    """`median_seconds` on one BLAS thread (LIBSVM and LIBLINEAR have one), a ConvergenceWarning left to the record
+    (a sampled or capped stop is what the record's certificate column reports)."""
+    from sklearn.exceptions import ConvergenceWarning
+    from threadpoolctl import threadpool_limits
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return median_seconds(fit, repeats)
+
+def timed_fit(model, X, y) -> float:
+    "Seconds of one `model.fit(X, y)` on one BLAS thread: what a reproduction's timed cell records."
+    return single_thread_median(lambda: model.fit(X, y), repeats=1)[0]
+
+def rbf_gamma(X, gamma) -> float:
+    "The RBF width: 'scale' = 1 / (p Var X), as scikit-learn's SVC reads it, or the number given."
+    return 1.0 / (X.shape[1] * X.var()) if gamma == "scale" else float(gamma)
 
 def _libsvm_fitter(X, y, C, gamma, tol) -> Callable:
     "A LIBSVM (libsvm-official) fit with the data converted beforehand, so only training is timed."
@@ -56,7 +73,7 @@ def bench_dataset(
     from sklearn.metrics import brier_score_loss, log_loss
     from sklearn.svm import SVC
     from klrlab import KernelLogisticRegression
-    gamma_value = 1.0 / (X.shape[1] * X.var()) if gamma == "scale" else float(gamma)
+    gamma_value = rbf_gamma(X, gamma)
     svc = lambda: SVC(C=C, kernel=kernel, gamma=gamma_value, tol=tol, cache_size=200)
     methods = {
         "klrlab KLR": lambda: KernelLogisticRegression(C=C, kernel=kernel, gamma=gamma_value, tol=tol).fit(X, y),
@@ -133,14 +150,10 @@ def bench_svm_dataset(
     repeats: int = 3,
 ) -> list:
     "Time FrankWolfeSVC and LIBSVM on one dataset; one record per method (seconds are medians, ratios method / SVC)."
-    from sklearn.exceptions import ConvergenceWarning
-    from threadpoolctl import threadpool_limits
-    gamma_value = 1.0 / (X.shape[1] * X.var()) if gamma == "scale" else float(gamma)
+    gamma_value = rbf_gamma(X, gamma)
     records, base = [], None
     for method, fit in _svm_methods(X, y, C, gamma_value, tol, eps).items():
-        with warnings.catch_warnings(), threadpool_limits(limits=1):
-            warnings.simplefilter("ignore", ConvergenceWarning)     # the sampled stop's warning: the record says it
-            seconds, model = median_seconds(fit, repeats)
+        seconds, model = single_thread_median(fit, repeats)
         base = base or seconds
         libsvm = method.startswith("libsvm")
         records.append(dict(
@@ -215,13 +228,9 @@ def bench_linear_dataset(
     beta: float = 0.2,  # SparseSVC's beta in s0 = s(beta) (Table IV: 0.2 on the a-series, 1 on Example 4.1)
 ) -> list:
     "Time SparseSVC and LIBLINEAR on one dataset; one record per method (seconds are medians, ratios method / SparseSVC)."
-    from sklearn.exceptions import ConvergenceWarning
-    from threadpoolctl import threadpool_limits
     records, base = [], None
     for method, fit in _linear_methods(X, y, C, tol, beta).items():
-        with warnings.catch_warnings(), threadpool_limits(limits=1):
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            seconds, model = median_seconds(fit, repeats)
+        seconds, model = single_thread_median(fit, repeats)
         base = base or seconds
         own_tol = (LIBLINEAR_EPS["-s 3" if "-s 3" in method else "-s 2"] if "-s " in method
                    else tol if method == "sklearn SVC linear" else np.nan)

@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/path.html.md"""
 # %% auto #0
 __all__ = ['FACTORIZATIONS', 'EVENTS', 'EVENT_RULES', 'RIGHT', 'ELBOW', 'LEFT', 'E_UPPER', 'E_LOWER', 'FROM_R', 'FROM_L', 'GUARD',
            'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'initial_alpha_hat', 'kkt_violation_path',
-           'solve_path', 'path_at']
+           'solve_path', 'path_at', 'interpolate_at']
 
 # %% ../../nbs/16_path.ipynb #6228dfb6
 import time
@@ -484,9 +484,19 @@ def path_at(
         raise ValueError(f"lambdas must lie in the path's range [{low:g}, {high:g}] (C in [{1 / high:g}, {1 / low:g}]);"
                          f" got values in [{lambdas.min():g}, {lambdas.max():g}]")
     lambdas = np.clip(lambdas, low, high)
+    return (interpolate_at(lam_bp, breakpoints["alpha_hat"], lambdas),
+            interpolate_at(lam_bp, breakpoints["alpha0_hat"], lambdas))
+
+def interpolate_at(
+    lam_bp,  # the breakpoints' lambdas, non-increasing
+    values,  # anything affine in lambda between breakpoints (alpha_hat, decision values), one row per breakpoint
+    lambdas,  # 1-D lambdas within [lam_bp[-1], lam_bp[0]]
+) -> np.ndarray:  # values at each lambda: (len(lambdas), ...)
+    "The interpolation (53) of per-breakpoint values between the two breakpoints that bracket each lambda."
+    values = np.asarray(values)
     k = np.searchsorted(-lam_bp, -lambdas, side="left")      # the first breakpoint with lam <= lambda
     before = np.maximum(k - 1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mu = np.where(k == 0, 1.0, (lambdas - lam_bp[before]) / (lam_bp[k] - lam_bp[before]))
-    A, a0 = breakpoints["alpha_hat"], breakpoints["alpha0_hat"]
-    return ((1 - mu)[:, None] * A[before] + mu[:, None] * A[k], (1 - mu) * a0[before] + mu * a0[k])
+    mu = mu.reshape(-1, *[1] * (values.ndim - 1))
+    return (1 - mu) * values[before] + mu * values[k]

@@ -8,24 +8,20 @@ Docs: https://klrlab.github.io/klrlab/repro_frandi.html.md"""
 __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEATS', 'SERIES', 'TUNER', 'SPEED', 'TABLE8',
            'EQUAL_EPS', 'EQUAL_C', 'WITHIN', 'EQUAL_MAX_ITER', 'SMO_TOL_OF', 'EQUAL', 'PROTOCOL', 'SERIES_OF', 'FAMILY',
            'ALTERNATIVES', 'load_frandi', 'mean_squared_distance', 'frandi_gamma', 'fold_data', 'repetition',
-           'make_model', 'timed_fit', 'speed_point', 'chosen_C', 'summarize_speed', 'summarize_poly', 'grid',
-           'figure_speed', 'l2svm_by_smo', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series',
-           'iman_davenport', 'rank_tests']
+           'make_model', 'speed_point', 'chosen_C', 'summarize_speed', 'summarize_poly', 'grid', 'figure_speed',
+           'l2svm_by_smo', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series', 'iman_davenport',
+           'rank_tests']
 
 # %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
-import time
-import warnings
-
 import numpy as np
 import pandas as pd
 from scipy.stats import f as f_distribution
 from scipy.stats import rankdata, wilcoxon
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
-from threadpoolctl import threadpool_limits
 
 from ...datasets import load
+from ..bench import timed_fit     # one BLAS thread, as LIBSVM
 from ..harness import Experiment, Protocol, SkipPoint, select_best
 from ...svm import FrankWolfeSVC
 
@@ -71,15 +67,6 @@ def make_model(config: str, C: float, gamma: float, seed: int, kernel: str = "rb
     if config == "SVC": return SVC(C=C, gamma=gamma, **shape)
     return FrankWolfeSVC(C=C, gamma=gamma, algorithm=ALGORITHM_OF[config], eps=EPS, sample_size=SAMPLE_SIZE,
                          n_trials=TRIALS_OF[config], refine=False, random_state=seed, **shape)
-
-def timed_fit(model, X, y) -> float:
-    """Seconds of `model.fit(X, y)` on one BLAS thread (LIBSVM has one; on a shared machine more threads only wait),
-    a ConvergenceWarning left to the cell's record."""
-    with warnings.catch_warnings(), threadpool_limits(limits=1):
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        started = time.perf_counter()
-        model.fit(X, y)
-        return time.perf_counter() - started
 
 def speed_point(data, cell, state):
     "Fit one configuration at one C on one fold: accuracy (%), fit seconds, support size, steps and the gap reached."

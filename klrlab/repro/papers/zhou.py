@@ -23,7 +23,7 @@ from sklearn.utils import Bunch
 
 from ...datasets import bayes_accuracy_zhou_example41, load, make_zhou_example41
 from ..harness import Experiment, Protocol, SkipPoint
-from .frandi import timed_fit
+from ..bench import timed_fit
 from ...solvers.nssvm import solve_nssvm, sparsity_level
 from ...svm import SparseSVC
 
