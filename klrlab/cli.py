@@ -124,19 +124,54 @@ def cmd_repro(
         if args.store: print(f"stored the computed cells in {store_cells(result, args.store)}")
     return 0
 
+def _numbers(text: str | None, name: str) -> list | None:
+    "A comma-separated list of numbers (None if not given); a ValueError naming the option otherwise."
+    try:
+        return [float(t) for t in _csv_list(text)] if text else None
+    except ValueError:
+        raise ValueError(f"--{name} {text!r}; accepted: comma-separated numbers, e.g. 1,100") from None
+
+def _print_klr_bench(table) -> None:
+    "The KLR family's two questions, one line per set (and per C and tolerance), then the medians."
+    from klrlab.repro.bench import calibrated_table, fixed_C_table, headline
+    records = table.to_dict("records")
+    fixed, calibrated = fixed_C_table(records), calibrated_table(records)
+    if len(fixed):
+        _print_table("(a) fixed C: median seconds; ratios = KLR / method; floor = one rbf_kernel matrix",
+                     fixed[["group", "dataset", "n_train", "C", "tol", "floor_s", "klr_s", "svc_s", "libsvm_s",
+                            "klr_over_svc", "klr_over_libsvm", "klr_over_floor", "klr_iter", "klr_mib", "svc_mib"]])
+    if len(calibrated):
+        _print_table("(b) calibrated probabilities, each at its tuned C: total seconds (tuning + final fit)",
+                     calibrated[["group", "dataset", "n_train", "klr_s", "svc_cal_s", "svc_cal_ens_s",
+                                 "klr_over_svc_cal", "klr_over_svc_cal_ens", "klr_logloss", "svc_cal_logloss",
+                                 "svc_cal_ens_logloss", "klr_brier", "svc_cal_brier", "klr_accuracy",
+                                 "svc_cal_accuracy"]])
+    for name, value in headline(records).items(): print(f"median over the bench sets: {name} = {value:.4g}")
+
 def cmd_bench(
     args,  # the parsed command line
 ) -> int:  # the exit code
     "Time a family of klrlab's estimators against its anchors in one run; print medians and ratios, write the JSON."
-    from klrlab.repro.bench import bench
-    table = bench(_csv_list(args.datasets), C=args.C, kernel=args.kernel, tol=args.tol, repeats=args.repeats,
-                  out=args.out, offline=args.offline, family=args.family, eps=args.eps)
-    shown, base = {"klr": (["ratio_to_klr", "test_logloss", "test_brier"], "KLR"),
-                   "svm": (["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC"),
-                   "linear": (["ratio_to_sparse_svc", "train_accuracy", "test_accuracy", "n_support", "s_final"],
-                              "klrlab SparseSVC")}[args.family]
-    columns = [c for c in ["dataset", "method", "n_train", "median_seconds", *shown] if c in table]
-    if len(table): _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
+    from klrlab.repro.bench import CALIBRATION_GRID, bench, pin_one_thread
+    pin_one_thread()                              # before anything imports libsvm-official (its OpenMP runtime)
+    questions = _csv_list(args.questions)
+    table = bench(_csv_list(args.datasets), C=_numbers(args.C, "C"), kernel=args.kernel,
+                  gamma=args.gamma if args.gamma in (None, "scale") else _numbers(args.gamma, "gamma")[0],
+                  tol=_numbers(args.tol, "tol"), repeats=args.repeats, out=args.out, offline=args.offline,
+                  family=args.family, eps=args.eps,
+                  scaling="all" if args.scaling == "all" else _csv_list(args.scaling) or (),
+                  questions=questions, grid=_numbers(args.grid, "grid") or CALIBRATION_GRID,
+                  svc_tuning=args.svc_tuning, calibrated_repeats=args.calibrated_repeats, memory=not args.no_memory,
+                  record=args.record)
+    if args.family == "klr" and "question" in table and set(table.question) - {"same_C"}:
+        _print_klr_bench(table)
+    elif len(table):
+        shown, base = {"klr": (["ratio_to_klr", "test_logloss", "test_brier"], "KLR"),
+                       "svm": (["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC"),
+                       "linear": (["ratio_to_sparse_svc", "train_accuracy", "test_accuracy", "n_support", "s_final"],
+                                  "klrlab SparseSVC")}[args.family]
+        columns = [c for c in ["dataset", "method", "n_train", "C", "tol", "median_seconds", *shown] if c in table]
+        _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
     print(f"\nJSON record written to {args.out}")
     return 0
@@ -239,34 +274,53 @@ def _add_bench(sub) -> None:
     bench = sub.add_parser(
         "bench",
         help="time klrlab's KLR, Frank-Wolfe SVMs or sparse SVM against LIBSVM/LIBLINEAR anchors in the same run",
-        description="--family klr (default): fit klrlab's KernelLogisticRegression, scikit-learn's SVC, SVC + "
-                    "CalibratedClassifierCV(ensemble=False) and "
-        "LIBSVM's svm_train (libsvm-official) -- plus LIBLINEAR's logistic regression for --kernel linear -- on each "
-        "dataset with the same C, kernel, width and tolerance; report median seconds over --repeats, ratios to KLR, "
-        "and test log-loss / Brier score of the probabilistic models. --family svm: fit FrankWolfeSVC (cvm, fw, mfw, "
-        "pairwise, to --eps; mfw also with the paper's sampled stop), SVC and svm_train at the same C and RBF width "
-        "on one BLAS thread; report median seconds, ratios to SVC, test accuracy, support size and the Frank-Wolfe "
-        "certificate. --family linear: fit SparseSVC (the pure Newton method and with the reference code's "
-        "heuristics, at Zhou's Table IV settings) against LinearSVC (LIBLINEAR -s 3 hinge dual, -s 2 squared hinge primal, at their "
-        "default eps), the same through liblinear-official when installed, and SVC(kernel='linear') up to 20 000 "
-        "training points, on one BLAS thread; report median seconds, ratios to SparseSVC, training and test "
-        "accuracy and support size. Writes OUT/bench-<family>-<time>.json with the environment (versions, git "
-        "commit), sizes, parameters, medians and ratios.",
+        description="Every process of the benchmark runs on one thread (OMP_NUM_THREADS=1 before libsvm-official is "
+        "imported, BLAS held to one thread). --family klr (default), two questions on Keerthi's and Consolo's sets: "
+        "(a) fixed C: klrlab's KernelLogisticRegression, scikit-learn's SVC and libsvm-official's svm_train at each "
+        "--C (default 1,100), RBF --gamma (default 0.5 on the [0,1]-scaled features) and each --tol (default "
+        "1e-3,1e-5), median of --repeats fits after a warm-up, beside the floor (one full kernel matrix by "
+        "scikit-learn's rbf_kernel), with iterations, kernel evaluations and peak memory; (b) calibrated "
+        "probabilities at each method's own C tuned over --grid by 5-fold CV: KLR (log-loss) against SVC + "
+        "CalibratedClassifierCV(cv=5), ensemble False and True (SVC tuned by --svc-tuning), total time of tuning and "
+        "final fit, test log-loss, Brier score and accuracy. --kernel linear (or --questions same_C) runs the older "
+        "one-C comparison: KLR, SVC, SVC + CalibratedClassifierCV and LIBLINEAR's logistic regression. --family svm: "
+        "fit FrankWolfeSVC (cvm, fw, mfw, pairwise, to --eps; mfw also with the paper's sampled stop), SVC and "
+        "svm_train at the same C and RBF width; report median seconds, ratios to SVC, test accuracy, support size "
+        "and the Frank-Wolfe certificate. --family linear: fit SparseSVC (the pure Newton method and with the "
+        "reference code's heuristics, at Zhou's Table IV settings) against LinearSVC (LIBLINEAR -s 3 hinge dual, "
+        "-s 2 squared hinge primal, at their default eps), the same through liblinear-official when installed, and "
+        "SVC(kernel='linear') up to 20 000 training points; report median seconds, ratios to SparseSVC, training "
+        "and test accuracy and support size. Writes OUT/RECORD.json (default bench-<family>-<time>) with the "
+        "environment (versions, git commit), parameters, records and skipped sets.",
     )
     bench.add_argument("--family", choices=["klr", "svm", "linear"], default="klr",
                        help="klr (KLR against its anchors; default), svm (Frank-Wolfe SVMs against LIBSVM) or "
                             "linear (SparseSVC against LIBLINEAR)")
     bench.add_argument(
-        "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets; for --family svm Frandi's "
-        "a1a, a3a, w1a, w3a; for --family linear a7a, a8a, a9a, zhou-example41)"
+        "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets; "
+        "for --family svm Frandi's a1a, a3a, w1a, w3a; for --family linear a7a, a8a, a9a, zhou-example41)"
     )
-    bench.add_argument("--C", type=float, default=1.0, help="regularisation C of every model (default 1); "
-                       "--family linear: LIBLINEAR's and LIBSVM's (SparseSVC keeps Zhou's)")
-    bench.add_argument("--kernel", choices=["rbf", "linear"],
-                       help="kernel (default rbf, gamma='scale'; linear for --family linear)")
-    bench.add_argument(
-        "--tol", type=float, default=1e-3, help="stopping tolerance of KLR and LIBSVM (default 1e-3, LIBSVM's)"
-    )
+    bench.add_argument("--scaling", metavar="NAMES", help="--family klr: scaling sets, reported apart from the bench "
+                       "sets' medians: comma-separated, or all (a1a-a8a and ijcnn1, with their own test files)")
+    bench.add_argument("--C", metavar="VALUES", help="regularisation C: comma-separated for --family klr (default "
+                       "1,100), one value otherwise (default 1; --family linear: LIBLINEAR's and LIBSVM's, "
+                       "SparseSVC keeps Zhou's)")
+    bench.add_argument("--kernel", choices=["rbf", "linear"], help="kernel (default rbf; linear for --family linear)")
+    bench.add_argument("--gamma", metavar="GAMMA", help="the RBF width: a number or scale (1 / (p var X)); default "
+                       "0.5 for --family klr, scale for --family svm")
+    bench.add_argument("--tol", metavar="VALUES", help="stopping tolerance of KLR and LIBSVM: comma-separated for "
+                       "--family klr (default 1e-3,1e-5: LIBSVM's default and a matched tighter one), one value "
+                       "otherwise (default 1e-3)")
+    bench.add_argument("--questions", metavar="NAMES", help="--family klr: comma-separated of fixed_C, calibrated, "
+                       "same_C (default fixed_C,calibrated; same_C with --kernel linear)")
+    bench.add_argument("--grid", metavar="VALUES", help="the C grid of the calibrated question (default "
+                       "0.1,1,10,100,1000)")
+    bench.add_argument("--svc-tuning", choices=["accuracy", "log_loss"], default="accuracy",
+                       help="the calibrated question: tune SVC's C by the plain SVC's CV accuracy (default; one "
+                            "search for both ensemble settings) or the calibrated model's CV log-loss")
+    bench.add_argument("--calibrated-repeats", type=int, default=1,
+                       help="timed runs of each calibrated route; the median total is reported (default 1)")
+    bench.add_argument("--no-memory", action="store_true", help="do not measure the fits' peak memory")
     bench.add_argument("--eps", type=float, default=1e-6,
                        help="the Frank-Wolfe methods' epsilon for --family svm (default 1e-6, Frandi et al.'s)")
     bench.add_argument(
@@ -275,6 +329,8 @@ def _add_bench(sub) -> None:
     bench.add_argument(
         "--out", metavar="DIR", default="out/bench", help="folder of the JSON record (default out/bench)"
     )
+    bench.add_argument("--record", metavar="NAME", help="the record's file name without .json (default "
+                       "bench-<family>-<UTC time>), e.g. bench_klr_before")
     bench.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
     bench.set_defaults(func=cmd_bench)
 
