@@ -87,10 +87,25 @@ def test_cli_bad_input(argv, message, capsys):
 
 
 def test_cli_bench_writes_a_json_record(tmp_path, capsys):
-    assert main(["bench", "--datasets", "keerthi-gauss2d", "--repeats", "1", "--out", str(tmp_path)]) == 0
-    record = json.loads(next(tmp_path.glob("bench-*.json")).read_text())
+    argv = ["bench", "--datasets", "keerthi-gauss2d", "--repeats", "1", "--grid", "0.1,1", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    record = json.loads(next(tmp_path.glob("bench-klr-*.json")).read_text())
     assert {"git_commit", "numpy", "sklearn", "klrlab"} <= set(record["environment"])
-    methods = {r["method"]: r for r in record["records"]}
+    assert record["parameters"]["C"] == [1.0, 100.0] and record["parameters"]["grid"] == [0.1, 1.0]
+    fixed = [r for r in record["records"] if r["question"] == "fixed_C"]
+    klr = [r for r in fixed if r["method"] == "klrlab KLR"]
+    assert len(klr) == 4 and all(r["n_train"] == 400 and r["median_seconds"] > 0 for r in klr)
+    assert {r["method"] for r in record["records"] if r["question"] == "calibrated"} >= {
+        "klrlab KLR, C by CV log-loss", "SVC + CalibratedClassifierCV(ensemble=False)"}
+    out = capsys.readouterr().out
+    assert "(a) fixed C" in out and "(b) calibrated probabilities" in out and "KLR / SVC, C=1 =" in out
+
+
+def test_cli_bench_one_C_comparison_still_runs(tmp_path, capsys):
+    argv = ["bench", "--datasets", "keerthi-gauss2d", "--repeats", "1", "--C", "1", "--tol", "1e-3", "--gamma",
+            "scale", "--questions", "same_C", "--out", str(tmp_path), "--record", "one_c"]
+    assert main(argv) == 0
+    methods = {r["method"]: r for r in json.loads((tmp_path / "one_c.json").read_text())["records"]}
     assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
     assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
     assert "ratio = method / KLR" in capsys.readouterr().out

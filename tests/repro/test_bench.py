@@ -1,0 +1,252 @@
+"""The fair KLR benchmark (issue 21): the records' fields, fairness invariants (same C, width and data per set across
+methods; the tighter tolerance present), the calibrated question against scikit-learn's GridSearchCV on the same
+folds, the peak-memory probe against a known allocation, the summaries against hand-computed medians, the stored
+record, and bad input. No timed assertions: times are only checked to be positive."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import log_loss
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.svm import SVC
+
+import klrlab.repro.bench as bench_module
+from klrlab import KernelLogisticRegression
+from klrlab.cli import main
+from klrlab.datasets import make_twonorm
+from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_ROUTE, SVC_ROUTES, TOLERANCES, bench, bench_calibrated,
+                                bench_fixed_C, calibrated_table, fixed_C_table, headline, peak_rss_increase,
+                                pin_one_thread, read_bench_records)
+from klrlab.repro.harness import ReproError
+
+STORED = Path(__file__).parents[2] / "nbs" / "results" / "bench_klr_before.json"
+FIXED_FIELDS = {"question", "dataset", "method", "n_train", "n_test", "n_features", "C", "kernel", "gamma", "tol",
+                "cache_mb", "repeats", "seconds", "median_seconds", "floor_seconds", "ratio_to_floor", "ratio_to_svc",
+                "peak_rss_mib", "n_iter", "n_kernel_evals", "converged", "test_accuracy"}
+CALIBRATED_FIELDS = {"question", "dataset", "method", "n_train", "n_test", "gamma", "grid", "folds", "svc_tuning",
+                     "tol", "C_tuned", "cv_scores", "tune_seconds", "final_seconds", "total_seconds", "test_logloss",
+                     "test_brier", "test_accuracy", "klr_time_ratio", "klr_logloss_no_worse"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    X, y = make_twonorm(260, n_features=4, seed=2)
+    return X[:200], y[:200], X[200:], y[200:]
+
+
+@pytest.fixture(scope="module")
+def fixed_records(tiny):
+    return bench_fixed_C("tiny", *tiny, repeats=1)
+
+
+def test_fixed_C_records_have_every_field_and_every_method_at_every_C_and_tolerance(fixed_records):
+    frame = pd.DataFrame(fixed_records)
+    assert all(FIXED_FIELDS <= set(r) for r in fixed_records)
+    methods = set(frame.method)
+    assert {"klrlab KLR", "sklearn SVC"} <= methods
+    combos = {(m, c, t) for m, c, t in zip(frame.method, frame.C, frame.tol)}
+    assert combos == {(m, c, t) for m in methods for c in KLR_C for t in TOLERANCES}
+    assert 1e-5 in set(frame.tol) and 1e-3 in set(frame.tol)                  # the tighter tolerance row is there
+
+
+def test_fixed_C_is_fair_same_data_width_and_C_for_every_method(fixed_records):
+    frame = pd.DataFrame(fixed_records)
+    for _, part in frame.groupby(["C", "tol"]):
+        assert part[["n_train", "n_test", "n_features", "gamma", "cache_mb"]].nunique().eq(1).all()
+    assert frame.gamma.eq(0.5).all() and frame.floor_seconds.nunique() == 1 and (frame.floor_seconds > 0).all()
+    assert (frame.median_seconds > 0).all() and frame.seconds.map(len).eq(1).all()
+    assert np.allclose(frame[frame.method == "sklearn SVC"].ratio_to_svc, 1.0)
+    assert np.allclose(frame.ratio_to_floor, frame.median_seconds / frame.floor_seconds)
+
+
+def test_fixed_C_counts_and_accuracy_agree_with_independent_fits(tiny, fixed_records):
+    X, y, X_test, y_test = tiny
+    frame = pd.DataFrame(fixed_records).set_index(["method", "C", "tol"])
+    for C in KLR_C:
+        klr = KernelLogisticRegression(C=C, gamma=0.5, tol=1e-3).fit(X, y)       # deterministic: the same fit again
+        row = frame.loc[("klrlab KLR", C, 1e-3)]
+        assert row.n_iter == klr.n_iter_ and row.n_kernel_evals == klr.n_kernel_evals_ >= len(y) ** 2
+        assert row.test_accuracy == klr.score(X_test, y_test) and row.converged
+        svc = SVC(C=C, gamma=0.5, tol=1e-3).fit(X, y)
+        assert frame.loc[("sklearn SVC", C, 1e-3)].n_iter == svc.n_iter_.sum()
+        if ("libsvm-official svm_train", C, 1e-3) in frame.index:                 # the same LIBSVM, another binding
+            libsvm = frame.loc[("libsvm-official svm_train", C, 1e-3)]
+            assert abs(libsvm.test_accuracy - svc.score(X_test, y_test)) <= 1 / len(y_test) + 1e-12
+            assert pd.isna(libsvm.n_iter) and pd.isna(libsvm.n_kernel_evals)
+
+
+def test_peak_memory_probe_sees_a_known_allocation():
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("no /proc/self/clear_refs (not Linux): the probe reports NaN")
+    grown = peak_rss_increase(lambda: np.ones(10_000_000).sum())             # 76.3 MiB of float64
+    assert 66 < grown < 86
+    assert abs(peak_rss_increase(lambda: None)) < 2
+
+
+@pytest.fixture(scope="module")
+def calibrated_records(tiny):
+    return bench_calibrated("tiny", *tiny, grid=[0.1, 1.0, 10.0])
+
+
+def test_calibrated_records_fields_and_sanity(calibrated_records):
+    assert [r["method"] for r in calibrated_records] == [KLR_ROUTE, *SVC_ROUTES.values()]
+    for r in calibrated_records:
+        assert CALIBRATED_FIELDS <= set(r)
+        assert np.isfinite(r["test_logloss"]) and 0 <= r["test_brier"] <= 1 and 0 <= r["test_accuracy"] <= 1
+        assert r["total_seconds"] > 0 and r["total_seconds"] == pytest.approx(r["tune_seconds"] + r["final_seconds"])
+        assert r["C_tuned"] in r["grid"] and len(r["cv_scores"]) == len(r["grid"]) and r["folds"] == CALIBRATION_FOLDS
+    assert calibrated_records[0]["klr_time_ratio"] == 1.0 and calibrated_records[0]["tol"] == 1e-5   # KLR's default
+    assert calibrated_records[1]["tol"] == 1e-3                                                        # LIBSVM's
+
+
+def test_calibrated_tuning_matches_grid_search_on_the_same_folds(tiny, calibrated_records):
+    X, y, X_test, y_test = tiny
+    folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=0)
+    grid = {"C": [0.1, 1.0, 10.0]}
+    klr = GridSearchCV(KernelLogisticRegression(gamma=0.5), grid, scoring="neg_log_loss", cv=folds).fit(X, y)
+    svc = GridSearchCV(SVC(gamma=0.5), grid, scoring="accuracy", cv=folds).fit(X, y)
+    by = {r["method"]: r for r in calibrated_records}
+    assert by[KLR_ROUTE]["C_tuned"] == klr.best_params_["C"]
+    assert np.allclose(by[KLR_ROUTE]["cv_scores"], -klr.cv_results_["mean_test_score"])
+    assert by[SVC_ROUTES[False]]["C_tuned"] == by[SVC_ROUTES[True]]["C_tuned"] == svc.best_params_["C"]
+    refit = klr.best_estimator_
+    assert by[KLR_ROUTE]["test_logloss"] == pytest.approx(log_loss(y_test, refit.predict_proba(X_test)[:, 1]))
+
+
+def test_calibrated_log_loss_tuning_runs(tiny):
+    records = bench_calibrated("tiny", *tiny, grid=[1.0, 10.0], svc_tuning="log_loss")
+    assert all(np.isfinite(r["test_logloss"]) and r["total_seconds"] > 0 for r in records)
+    assert records[1]["svc_tuning"] == "log_loss" and records[0]["svc_tuning"] is None
+
+
+def synthetic_records():
+    "Two sets at C = 1 and C = 100, tolerance 1e-3: KLR / SVC is 2, 4 (C=1) and 6, 10 (C=100); floors 0.5 and 1."
+    rows = []
+    for dataset, floor, svc, klr in (("a", 0.5, 1.0, [2.0, 6.0]), ("b", 1.0, 2.0, [8.0, 20.0])):
+        for C, klr_seconds in zip((1.0, 100.0), klr):
+            for method, seconds in (("klrlab KLR", klr_seconds), ("sklearn SVC", svc)):
+                rows.append(dict(question="fixed_C", group="bench", dataset=dataset, n_train=10, C=C, tol=1e-3,
+                                 method=method, median_seconds=seconds, floor_seconds=floor, n_iter=1,
+                                 n_kernel_evals=100, peak_rss_mib=1.0))
+    for dataset, klr, cal, cal_ens, ll in (("a", 1.0, 2.0, 4.0, [0.1, 0.2, 0.05]), ("b", 3.0, 2.0, 3.0, [0.3, 0.2, 0.4])):
+        for method, seconds, loss in zip((KLR_ROUTE, *SVC_ROUTES.values()), (klr, cal, cal_ens), ll):
+            rows.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=method,
+                             total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1,
+                             test_accuracy=0.9))
+    return rows
+
+
+def test_summaries_reproduce_hand_computed_medians():
+    records = synthetic_records()
+    fixed = fixed_C_table(records)
+    assert list(fixed.klr_over_svc) == [2.0, 6.0, 4.0, 10.0] and list(fixed.klr_over_floor) == [4.0, 12.0, 8.0, 20.0]
+    h = headline(records)
+    assert h["KLR / SVC, C=1"] == 3.0 and h["KLR / SVC, C=100"] == 8.0 and h["KLR / floor, C=1"] == 6.0
+    assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(np.median([0.5, 1.5]))
+    assert h["KLR time / calibrated SVC (ensemble=True)"] == pytest.approx(np.median([0.25, 1.0]))
+    assert h["KLR log-loss no worse (ensemble=False), sets"] == 1      # a: 0.1 <= 0.2; b: 0.3 > 0.2
+    assert h["KLR log-loss no worse (ensemble=True), sets"] == 1       # a: 0.1 > 0.05; b: 0.3 <= 0.4
+    assert h["calibrated sets"] == 2
+
+
+def test_read_bench_records_orders_by_run_time(tmp_path):
+    for name, when in (("bench_klr_new", "2026-11-26T00:00:00Z"), ("bench_klr_before", "2026-11-25T00:00:00Z")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(environment=dict(when=when), records=[])))
+    assert list(read_bench_records(tmp_path)) == ["bench_klr_before", "bench_klr_new"]
+
+
+def test_pin_one_thread_sets_every_thread_variable(monkeypatch):
+    for name in bench_module.ONE_THREAD_VARIABLES: monkeypatch.setenv(name, "4")
+    monkeypatch.setitem(sys.modules, "libsvm.svmutil", sys.modules.get("libsvm.svmutil", object()))
+    with pytest.warns(RuntimeWarning, match="imported before OMP_NUM_THREADS=1"):   # too late for OpenMP: say so
+        previous = pin_one_thread()
+    assert previous == dict.fromkeys(bench_module.ONE_THREAD_VARIABLES, "4")
+    assert all(os.environ[name] == "1" for name in bench_module.ONE_THREAD_VARIABLES)
+
+
+@pytest.mark.filterwarnings("ignore:libsvm-official was imported before")
+def test_bench_writes_a_named_record_with_both_questions(tiny, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    X, y, X_test, y_test = tiny
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    frame = bench(["twonorm"], scaling=["a1a"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="bench_klr_test",
+                  memory=False)
+    payload = json.loads((tmp_path / "bench_klr_test.json").read_text())
+    assert {"environment", "parameters", "records", "skipped"} <= set(payload)
+    p = payload["parameters"]
+    assert p["C"] == list(KLR_C) and p["tol"] == list(TOLERANCES) and p["gamma"] == 0.5 and p["grid"] == [1.0, 10.0]
+    assert p["threads"]["OMP_NUM_THREADS"] == "1" and p["memory"] is None and p["scaling"] == ["a1a"]
+    assert set(frame.group) == {"bench", "scaling"} and set(frame.question) == {"fixed_C", "calibrated"}
+    assert frame[frame.question == "fixed_C"].peak_rss_mib.isna().all()
+
+
+def test_same_C_question_keeps_the_one_C_comparison(tiny, monkeypatch):
+    from types import SimpleNamespace
+    X, y, X_test, y_test = tiny
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    frame = bench(["twonorm"], C=1.0, gamma="scale", tol=1e-3, questions=["same_C"], repeats=1)
+    assert set(frame.question) == {"same_C"} and "sklearn SVC + CalibratedClassifierCV" in set(frame.method)
+    assert frame.ratio_to_klr.iloc[0] == 1.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(questions=["nope"]), "unknown question 'nope'"),
+    (dict(C=-1), "C = -1; accepted: a number > 0"),
+    (dict(C=[1, "x"]), "accepted: a number > 0 or a list of them"),
+    (dict(tol=0), "tol = 0; accepted"),
+    (dict(gamma="auto"), "gamma = 'auto'; accepted: 'scale' or a number > 0"),
+    (dict(grid=[0.1, 0]), "grid = [0.1, 0]; accepted"),
+    (dict(svc_tuning="brier"), "unknown svc_tuning 'brier'"),
+    (dict(record="a/b"), "record = 'a/b'; accepted: a file name without folders"),
+    (dict(kernel="linear", questions=["fixed_C"]), "with the linear kernel: same_C"),
+    (dict(family="svm", C=[1, 100]), "the svm family takes one C and one tolerance"),
+    (dict(family="svm", datasets=["a1a"], scaling=["a1a"]), "only the klr family has scaling sets"),
+    (dict(scaling=["nosuchset"]), "unknown dataset 'nosuchset'"),
+    (dict(calibrated_repeats=0), "calibrated_repeats = 0"),
+])
+def test_bad_input_names_the_parameter(kwargs, message):
+    kwargs = dict(datasets=[]) | kwargs
+    with pytest.raises(ReproError) as error:
+        bench(**kwargs)
+    assert message in str(error.value)
+
+
+def test_bench_calibrated_refuses_a_bad_grid(tiny):
+    with pytest.raises(ReproError, match="grid"):
+        bench_calibrated("tiny", *tiny, grid=[])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--C", "1,abc"], "--C '1,abc'; accepted: comma-separated numbers"),
+    (["bench", "--gamma", "wide"], "--gamma 'wide'; accepted"),
+    (["bench", "--questions", "fixed_C,other", "--datasets", "wisconsin"], "unknown question 'other'"),
+])
+def test_cli_bad_bench_input_exits_2(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not STORED.exists(), reason="no stored before-record")
+def test_stored_record_is_complete_and_fair():
+    payload = json.loads(STORED.read_text())
+    p, records = payload["parameters"], payload["records"]
+    assert p["family"] == "klr" and p["threads"]["OMP_NUM_THREADS"] == "1" and p["repeats"] >= 3
+    assert {"tree"} <= {s["dataset"] for s in payload["skipped"]}            # a set the mirror lacks is listed
+    fixed = pd.DataFrame([r for r in records if r["question"] == "fixed_C"])
+    assert set(fixed.C) == set(p["C"]) == {1.0, 100.0} and set(fixed.tol) == set(p["tol"]) == {1e-3, 1e-5}
+    for _, part in fixed.groupby(["dataset", "C", "tol"]):
+        assert part.method.nunique() == len(part) >= 2
+        assert part[["n_train", "n_test", "n_features", "gamma", "floor_seconds"]].nunique().eq(1).all()
+    klr = fixed[fixed.method == "klrlab KLR"]
+    assert (klr.n_kernel_evals >= klr.n_train ** 2).all() and klr.converged.all()
+    calibrated = pd.DataFrame([r for r in records if r["question"] == "calibrated"])
+    assert set(calibrated.dataset) == set(fixed.dataset)
+    assert np.isfinite(calibrated.test_logloss).all() and (calibrated.total_seconds > 0).all()
+    assert calibrated.C_tuned.isin(p["grid"]).all()
+    assert len(headline(records)) >= 10 and len(calibrated_table(records)) == calibrated.dataset.nunique()
