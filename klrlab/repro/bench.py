@@ -187,16 +187,6 @@ KLR_GAMMA = 0.5                               # the RBF width on [0, 1]-scaled f
 TOLERANCES = (1e-3, 1e-5)                     # LIBSVM's default, and a matched tighter one (KLR's default)
 FLOOR_BLOCK_BYTES = 2**30                     # above this, the floor's kernel matrix is computed in row blocks
 
-def kernel_floor(X, gamma: float, repeats: int = 3) -> float:
-    "Median seconds of one full RBF kernel matrix of `X` by scikit-learn's `rbf_kernel` on one thread."
-    from sklearn.metrics.pairwise import rbf_kernel
-    n = len(X)
-    rows = max(1, FLOOR_BLOCK_BYTES // (8 * n))   # whole matrix at once when it fits in the block budget
-    def full_matrix():
-        for start in range(0, n, rows): rbf_kernel(X[start:start + rows], X, gamma=gamma)
-    single_thread_median(full_matrix, 1)          # warm-up
-    return single_thread_median(full_matrix, repeats)[0]
-
 def _wall_and_cpu_runs(fit: Callable, repeats: int):
     """Wall and CPU (this process, all threads) seconds of `repeats` calls of `fit()`, and the last result: on a
     shared machine the CPU time is the less disturbed of the two, since waiting for a core costs none."""
@@ -206,6 +196,18 @@ def _wall_and_cpu_runs(fit: Callable, repeats: int):
         result = fit()
         walls.append(time.perf_counter() - t0); cpus.append(time.process_time() - c0)
     return (walls, cpus), result
+
+def kernel_floor(X, gamma: float, repeats: int = 3) -> tuple:
+    """Median wall and CPU seconds of one full RBF kernel matrix of `X` by scikit-learn's `rbf_kernel` on one
+    thread."""
+    from sklearn.metrics.pairwise import rbf_kernel
+    n = len(X)
+    rows = max(1, FLOOR_BLOCK_BYTES // (8 * n))   # whole matrix at once when it fits in the block budget
+    def full_matrix():
+        for start in range(0, n, rows): rbf_kernel(X[start:start + rows], X, gamma=gamma)
+    single_thread_median(full_matrix, 1)          # warm-up
+    walls, cpus = single_thread_median(lambda: _wall_and_cpu_runs(full_matrix, repeats)[0], 1)[1]
+    return float(np.median(walls)), float(np.median(cpus))
 
 def _fit_counts(model) -> dict:
     "Iterations and kernel evaluations where the model reports them (None where it does not)."
@@ -241,7 +243,7 @@ def bench_fixed_C(
 ) -> list:
     "Question (a) on one dataset: one record per (C, tolerance, method), with the kernel-matrix floor beside it."
     gamma_value = rbf_gamma(X, gamma)
-    floor = kernel_floor(X, gamma_value, repeats)
+    floor, floor_cpu = kernel_floor(X, gamma_value, repeats)
     records, warmed = [], set()
     for C in Cs:
         for tol in tols:
@@ -256,6 +258,7 @@ def bench_fixed_C(
                     n_features=X.shape[1], C=float(C), kernel="rbf", gamma=gamma_value, tol=float(tol),
                     cache_mb=200, repeats=repeats, seconds=times, median_seconds=seconds, cpu_seconds=cpu_times,
                     median_cpu_seconds=float(np.median(cpu_times)), floor_seconds=floor,
+                    floor_cpu_seconds=floor_cpu,
                     ratio_to_floor=seconds / floor, peak_rss_mib=peak, **_fit_counts(model),
                     converged=bool(np.all(getattr(model, "converged_", True))),
                     test_accuracy=_test_accuracy(method, model, X_test, y_test)))
@@ -287,12 +290,13 @@ def _accuracy_score(model, X, y) -> float:
     return float(model.score(X, y))
 
 def _timed(call: Callable):
-    "The result of `call()` and its wall time."
-    t0 = time.perf_counter(); result = call()
-    return result, time.perf_counter() - t0
+    "The result of `call()` and its (wall, CPU) seconds."
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = call()
+    return result, (time.perf_counter() - t0, time.process_time() - c0)
 
 def _final_fit(make_model, X, y, search):
-    "Fit at the searched C: (model, C, CV scores, tuning seconds, final-fit seconds)."
+    "Fit at the searched C: (model, C, CV scores, tuning (wall, CPU) seconds, final fit's (wall, CPU) seconds)."
     (C, scores), tune_seconds = search
     model, final_seconds = _timed(lambda: make_model(C).fit(X, y))
     return model, C, scores, tune_seconds, final_seconds
@@ -307,7 +311,8 @@ SVC_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False)",
               True: "SVC + CalibratedClassifierCV(ensemble=True)"}
 
 def _route_runs(X, y, grid, gamma: float, folds, svc_tuning: str) -> dict:
-    "One timed run of the three routes: {route: (model, C, CV scores, tuning seconds, final-fit seconds)}."
+    """One timed run of the three routes: {route: (model, C, CV scores, tuning seconds, final-fit seconds)}, each
+    time a (wall, CPU) pair."""
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
     from klrlab import KernelLogisticRegression
@@ -360,11 +365,13 @@ def bench_calibrated(
             question="calibrated", dataset=name, method=route, n_train=len(y), n_test=len(y_test),
             n_features=X.shape[1], kernel="rbf", gamma=gamma_value, grid=grid, folds=CALIBRATION_FOLDS,
             svc_tuning=None if route == KLR_ROUTE else svc_tuning, tol=float(own_tol), C_tuned=C,
-            cv_scores=cv_scores, repeats=repeats, tune_seconds=tune_seconds, final_seconds=final_seconds,
-            total_seconds=float(np.median([sum(run[route][3:]) for run in runs])),
+            cv_scores=cv_scores, repeats=repeats, tune_seconds=tune_seconds[0], final_seconds=final_seconds[0],
+            total_seconds=float(np.median([run[route][3][0] + run[route][4][0] for run in runs])),
+            total_cpu_seconds=float(np.median([run[route][3][1] + run[route][4][1] for run in runs])),
             **_probability_scores(model, X_test, y_test)))
     klr = records[0]
     return [r | dict(klr_time_ratio=klr["total_seconds"] / r["total_seconds"],
+                     klr_cpu_time_ratio=klr["total_cpu_seconds"] / r["total_cpu_seconds"],
                      klr_logloss_no_worse=bool(klr["test_logloss"] <= r["test_logloss"])) for r in records]
 
 # %% ../../nbs/81_bench.ipynb #82e97ae8
@@ -677,7 +684,8 @@ def fixed_C_table(
     records,  # a record's rows (the JSON's "records", or bench's frame as records)
 ) -> pd.DataFrame:
     """Question (a), one row per (set, C, tolerance): the floor and each method's median seconds, KLR / SVC (wall
-    and CPU time), KLR / libsvm-official, KLR / floor, floor / SVC, iterations, kernel evaluations and peak memory (MiB)."""
+    and CPU time), KLR / libsvm-official, KLR / floor, floor / SVC, iterations, kernel evaluations and peak memory
+    (MiB)."""
     frame = _of_question(records, "fixed_C")
     keys = ["group", "dataset", "n_train", "C", "tol"]
     rows = []
@@ -690,6 +698,7 @@ def fixed_C_table(
         rows.append(dict(zip(keys, key), floor_s=floor, klr_s=klr, svc_s=svc, libsvm_s=libsvm,
                          klr_over_svc=klr / svc, klr_over_libsvm=klr / libsvm, klr_over_floor=klr / floor,
                          klr_over_svc_cpu=get("klr", "median_cpu_seconds") / get("svc", "median_cpu_seconds"),
+                         klr_over_floor_cpu=get("klr", "median_cpu_seconds") / get("klr", "floor_cpu_seconds"),
                          floor_over_svc=floor / svc, klr_iter=get("klr", "n_iter"), svc_iter=get("svc", "n_iter"),
                          klr_kernel_evals=get("klr", "n_kernel_evals"), klr_mib=get("klr", "peak_rss_mib"),
                          svc_mib=get("svc", "peak_rss_mib"), libsvm_mib=get("libsvm", "peak_rss_mib")))
@@ -707,10 +716,12 @@ def calibrated_table(
         row = dict(group=group, dataset=dataset, n_train=n_train)
         for r in part.itertuples():
             s = short[r.method]
-            row |= {f"{s}_s": r.total_seconds, f"{s}_C": r.C_tuned, f"{s}_logloss": r.test_logloss,
-                    f"{s}_brier": r.test_brier, f"{s}_accuracy": r.test_accuracy}
+            row |= {f"{s}_s": r.total_seconds, f"{s}_cpu_s": getattr(r, "total_cpu_seconds", np.nan),
+                    f"{s}_C": r.C_tuned, f"{s}_logloss": r.test_logloss, f"{s}_brier": r.test_brier,
+                    f"{s}_accuracy": r.test_accuracy}
         for s in ("svc_cal", "svc_cal_ens"):
             row[f"klr_over_{s}"] = row["klr_s"] / row[f"{s}_s"]
+            row[f"klr_over_{s}_cpu"] = row["klr_cpu_s"] / row[f"{s}_cpu_s"]
             row[f"klr_logloss_no_worse_{s}"] = bool(row["klr_logloss"] <= row[f"{s}_logloss"])
         rows.append(row)
     return pd.DataFrame(rows)
@@ -729,11 +740,13 @@ def headline(
             out[f"KLR / SVC (CPU time), C={C:g}"] = float(part.klr_over_svc_cpu.median())
             out[f"KLR / libsvm-official, C={C:g}"] = float(part.klr_over_libsvm.median())
             out[f"KLR / floor, C={C:g}"] = float(part.klr_over_floor.median())
+            out[f"KLR / floor (CPU time), C={C:g}"] = float(part.klr_over_floor_cpu.median())
             out[f"sets, C={C:g}"] = int(len(part))
     if len(calibrated):
         bench_sets = calibrated[calibrated.group == "bench"]
         for s, label in (("svc_cal", "ensemble=False"), ("svc_cal_ens", "ensemble=True")):
             out[f"KLR time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}"].median())
+            out[f"KLR CPU time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}_cpu"].median())
             out[f"KLR log-loss no worse ({label}), sets"] = int(bench_sets[f"klr_logloss_no_worse_{s}"].sum())
         out["calibrated sets"] = int(len(bench_sets))
     return out
