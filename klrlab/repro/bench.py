@@ -8,10 +8,11 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLERANCES', 'FLOOR_BLOCK_BYTES', 'CALIBRATION_GRID',
            'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N',
            'LIBLINEAR_EPS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS',
-           'LINEAR_EXAMPLE41_M', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FIXED_METHODS', 'pin_one_thread', 'timed_runs',
-           'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset',
-           'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'bench_svm_dataset', 'bench_linear_dataset', 'bench',
-           'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records']
+           'LINEAR_EXAMPLE41_M', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS',
+           'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma',
+           'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
+           'bench_svm_dataset', 'bench_linear_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline',
+           'read_bench_records']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -523,6 +524,7 @@ LINEAR_EXAMPLE41_M = 10**6                           # Example 4.1's training (a
 FAMILIES = ("klr", "svm", "linear")
 KERNELS = {"klr": ("rbf", "linear"), "svm": ("rbf",), "linear": ("linear",)}   # each family's kernels, its default first
 QUESTIONS = ("fixed_C", "calibrated", "same_C")      # the KLR family's questions: (a), (b), and one C for all
+FEATURE_SCALING = "minmax01"   # the fair questions' features: [0, 1], fitted on the training part
 
 def _bench_data(name: str, family: str, seed: int, offline: bool):
     "A dataset as its family's benchmark uses it: KLR's sets split and scaled as its papers do, the SVM's as Frandi's."
@@ -589,17 +591,20 @@ def _family_settings(family, kernel, C, gamma, tol, questions) -> dict:
     return dict(kernel=kernel, C=Cs, gamma=gamma, tol=tols, questions=questions)
 
 def _klr_records(name, data, s: dict, repeats, grid, svc_tuning, calibrated_repeats, memory, seed) -> list:
-    "The KLR family's records of one dataset, question by question."
-    parts = (name, data.X, data.y, data.X_test, data.y_test)
+    """The KLR family's records of one dataset, question by question: the fair questions on features scaled to
+    [0, 1] (fitted on the training part; the identity on sets loaded that way), the one-C comparison as loaded."""
+    from klrlab.datasets import scale_features
+    X, X_test = scale_features(data.X, data.X_test, FEATURE_SCALING)
+    fair = (name, X, data.y, X_test, data.y_test)
     records = []
-    if "fixed_C" in s["questions"]: records += bench_fixed_C(*parts, s["C"], s["gamma"], s["tol"], repeats, memory)
+    if "fixed_C" in s["questions"]: records += bench_fixed_C(*fair, s["C"], s["gamma"], s["tol"], repeats, memory)
     if "calibrated" in s["questions"]:
-        records += bench_calibrated(*parts, grid, s["gamma"], svc_tuning, calibrated_repeats, seed)
+        records += bench_calibrated(*fair, grid, s["gamma"], svc_tuning, calibrated_repeats, seed)
     if "same_C" in s["questions"]:
         for C in s["C"]:
             for tol in s["tol"]:
-                records += [r | dict(question="same_C")
-                            for r in bench_dataset(*parts, C, s["kernel"], s["gamma"], tol, repeats)]
+                records += [r | dict(question="same_C") for r in bench_dataset(
+                    name, data.X, data.y, data.X_test, data.y_test, C, s["kernel"], s["gamma"], tol, repeats)]
     return records
 
 def bench(
@@ -662,7 +667,8 @@ def bench(
                           scaling=scaling, threads={v: os.environ[v] for v in ONE_THREAD_VARIABLES},
                           threads_before=threads)
         if family == "klr":
-            parameters |= dict(questions=settings["questions"], grid=grid, folds=CALIBRATION_FOLDS,
+            parameters |= dict(questions=settings["questions"], feature_scaling=FEATURE_SCALING, grid=grid,
+                               folds=CALIBRATION_FOLDS,
                                svc_tuning=svc_tuning, calibrated_repeats=calibrated_repeats, cache_mb=200,
                                memory=MEMORY_METHOD if memory else None)
         load = dict(start=load_before, end=os.getloadavg() if hasattr(os, "getloadavg") else None)

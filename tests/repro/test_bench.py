@@ -250,3 +250,18 @@ def test_stored_record_is_complete_and_fair():
     assert np.isfinite(calibrated.test_logloss).all() and (calibrated.total_seconds > 0).all()
     assert calibrated.C_tuned.isin(p["grid"]).all()
     assert len(headline(records)) >= 10 and len(calibrated_table(records)) == calibrated.dataset.nunique()
+
+
+def test_fair_questions_see_features_scaled_to_the_unit_interval(monkeypatch):
+    from types import SimpleNamespace
+    from klrlab.datasets import scale_features
+    X, y = make_twonorm(200, n_features=4, seed=5)                  # unit-variance features, far outside [0, 1]
+    X, X_test, y, y_test = 3 * X[:150] + 2, 3 * X[150:] + 2, y[:150], y[150:]
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    frame = bench(["twonorm"], C=[1.0], tol=[1e-3], questions=["fixed_C"], repeats=1, memory=False)
+    klr = frame[frame.method == "klrlab KLR"].iloc[0]
+    X01, X01_test = scale_features(X, X_test, "minmax01")
+    assert X01.min() == 0 and X01.max() == 1
+    oracle = KernelLogisticRegression(C=1.0, gamma=0.5, tol=1e-3).fit(X01, y)
+    assert klr.n_iter == oracle.n_iter_ and klr.test_accuracy == oracle.score(X01_test, y_test)
