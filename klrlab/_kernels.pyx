@@ -8,13 +8,14 @@ The solvers cimport `KernelCache` and call `row(i)` without the GIL; Python code
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport INFINITY, exp, fabs
-from scipy.linalg.cython_blas cimport dgemv
+from scipy.linalg.cython_blas cimport dgemm, dgemv
 
 cnp.import_array()
 
 KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
                 "precomputed": PRECOMPUTED}
 cdef double BYTES_PER_MB = 1048576.0
+cdef Py_ssize_t FILL_BLOCK_ROWS = 256   # rows per BLAS call when the whole matrix is computed: bounded products only
 
 
 cdef inline double int_power(double base, int exponent) noexcept nogil:
@@ -38,6 +39,18 @@ cdef inline void dot_with_rows(const double[:, ::1] X, Py_ssize_t i, double* out
     # Row-major X (n x p) is column-major X^T (p x n); X @ x_i is (X^T)^T x_i.
     dgemv(&trans, &n_cols, &n_rows, &alpha, <double*> &X[0, 0], &n_cols,
           <double*> &X[i, 0], &one, &beta, out, &one)
+
+
+cdef inline void dot_block(const double[:, ::1] X, Py_ssize_t first, Py_ssize_t stop, double* out) noexcept nogil:
+    "out[r, j] = <X[first + r], X[j]> for the rows first..stop-1 (row-major, n columns), by one BLAS dgemm."
+    cdef int n_rows = <int> X.shape[0]
+    cdef int n_cols = <int> X.shape[1]
+    cdef int n_block = <int> (stop - first)
+    cdef double alpha = 1.0, beta = 0.0
+    cdef char trans = b"T", no_trans = b"N"
+    # Row-major out (b x n) is column-major out^T (n x b) = X X_block^T, with X read as (X^T)^T as in dot_with_rows.
+    dgemm(&trans, &no_trans, &n_rows, &n_block, &n_cols, &alpha, <double*> &X[0, 0], &n_cols,
+          <double*> &X[first, 0], &n_cols, &beta, out, &n_rows)
 
 
 cdef inline double l1_distance(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
@@ -165,6 +178,59 @@ cdef class KernelCache:
                 out[j] = exp(-self.gamma * d) if d > 0.0 else 1.0
             out[i] = 1.0  # exact: the expansion ||a||^2 + ||b||^2 - 2ab can leave rounding noise at a == b
         out[i] += self.ridge
+
+    def fill(self):
+        """Compute every row at once when the cache holds them all: blocked BLAS products and NumPy's vectorised exp
+        instead of one matrix-vector product per row. A solver that needs every row (KLR: every alpha is interior)
+        calls it first; afterwards every request is a hit. Returns whether the cache is full."""
+        cdef Py_ssize_t n = self.n_samples, first, stop, r
+        if self.kernel_code == PRECOMPUTED or self.capacity < n:
+            return False
+        if self.n_used == n:
+            return True
+        self.clear()
+        for first in range(0, n, FILL_BLOCK_ROWS):
+            stop = min(first + FILL_BLOCK_ROWS, n)
+            self._fill_block(first, stop)
+        for r in range(n):
+            self.slot_of_row[r] = r
+            self.row_of_slot[r] = r
+            self._push_front(r)
+        self.n_used = n
+        self.n_misses += n
+        self.n_kernel_evals += n * n
+        return True
+
+    def _fill_block(self, Py_ssize_t first, Py_ssize_t stop):
+        "Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bit of exp)."
+        cdef Py_ssize_t r, j, n = self.n_samples
+        cdef double* out = &self.buffer[first, 0]
+        cdef double d, sq_r
+        if self.kernel_code == LAPLACIAN:
+            with nogil:
+                for r in range(first, stop):
+                    self._compute_row(r, &self.buffer[r, 0])
+            return
+        with nogil:
+            dot_block(self.X, first, stop, out)
+            for r in range(first, stop):
+                out = &self.buffer[r, 0]
+                if self.kernel_code == POLY:
+                    for j in range(n):
+                        out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
+                elif self.kernel_code == RBF:
+                    sq_r = self.sq_norms[r]
+                    for j in range(n):
+                        d = sq_r + self.sq_norms[j] - 2.0 * out[j]
+                        out[j] = -self.gamma * d if d > 0.0 else 0.0
+        if self.kernel_code == RBF:
+            block = self._buffer_ref[first:stop]
+            np.exp(block, out=block)
+        with nogil:
+            for r in range(first, stop):
+                if self.kernel_code == RBF:
+                    self.buffer[r, r] = 1.0   # exact, as in _compute_row
+                self.buffer[r, r] += self.ridge
 
     cdef void _unlink(self, Py_ssize_t slot) noexcept nogil:
         cdef Py_ssize_t p = self.prev_slot[slot], q = self.next_slot[slot]
