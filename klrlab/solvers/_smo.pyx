@@ -233,7 +233,7 @@ cdef Py_ssize_t second_order_partner(int loss, const double[::1] s, const unsign
     """j = argmax over the violating I_low of v^2 / q, v = m - s_j, q = the pair's curvature at t = 0
     (Fan, Chen & Lin; Consolo et al. (34)-(35)); -1 if none violates."""
     cdef Py_ssize_t k, j = -1
-    cdef double v, q, best = -1.0, Kii = diag[i]
+    cdef double v, q, best = 0.0, Kii = diag[i]
     for k in range(s.shape[0]):
         if not (member[k] & 2):
             continue
@@ -245,7 +245,7 @@ cdef Py_ssize_t second_order_partner(int loss, const double[::1] s, const unsign
             q = q + d2phi_a[i] + d2phi_a[k]
         elif q <= 0.0:
             q = TAU_CURVATURE
-        if v * v / q > best:
+        if v * v > best * q:     # v^2 / q > best without a division per point (q > 0)
             best = v * v / q
             j = k
     return j
