@@ -11,6 +11,7 @@ This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives
 """
 import numpy as np
 from libc.math cimport INFINITY, fabs, log
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from klrlab._kernels cimport KernelCache
 
 cdef enum:
@@ -23,9 +24,25 @@ cdef enum:
 LOSS_CODES = {"logistic": LOGISTIC, "hinge": HINGE}
 WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND}
 STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
+PHASES = ("second-order selection", "kernel rows", "1-D solve", "gradient update + next scan")
 
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (SVM only)
 cdef double EPS = 2.220446049250313e-16
+
+
+cdef inline double now() noexcept nogil:
+    "Monotonic seconds, for the optional per-phase profile."
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec + 1e-9 * t.tv_nsec
+
+
+cdef inline double lap(double* clock, double[::1] seconds, int phase) noexcept nogil:
+    "Add the time since *clock to seconds[phase] and restart the clock."
+    cdef double t = now()
+    seconds[phase] += t - clock[0]
+    clock[0] = t
+    return t
 
 
 cdef inline double dphi(int loss, double a, double C) noexcept nogil:
@@ -291,12 +308,13 @@ def objective(int loss, const double[::1] y, const double[::1] alpha, const doub
 def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
         double lo, double hi, int wss, double tol, long long max_iter,
         double[::1] trace_gap=None, double[::1] trace_step=None, long long[::1] trace_pairs=None,
-        double[::1] trace_objective=None):
+        double[::1] trace_objective=None, double[::1] phase_seconds=None):
     """Run SMO from a feasible `alpha` (updated in place) with F = K (alpha * y) (updated in place).
 
     Returns (n_iter, m - M, status code). With trace arrays (length >= max_iter + 1) it records per iteration the
     violation m - M before the step, the step t, the working pair (i, j) in trace_pairs[2k], trace_pairs[2k+1], and the
-    objective before the step (an O(n) sum, so only when tracing)."""
+    objective before the step (an O(n) sum, so only when tracing). With phase_seconds (length 4) it adds the time
+    spent in each of PHASES (two clock reads per phase and step: a profile, not the production path)."""
     cdef Py_ssize_t n = y.shape[0], k, i, j
     cdef long long it = 0
     cdef int status = 1
@@ -305,9 +323,13 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef PairStep step
     cdef Extremes e
     cdef bint record = trace_gap is not None
+    cdef bint timed = phase_seconds is not None
+    cdef double clock = 0.0
     cdef double[::1] diag = cache.diag_values
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
+    if timed and phase_seconds.shape[0] != len(PHASES):
+        raise ValueError(f"phase_seconds must hold {len(PHASES)} entries, one per phase: {PHASES}")
     if record and (trace_step is None or trace_pairs is None or trace_objective is None
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
@@ -338,10 +360,22 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 status = 1
                 break
             i, j = e.i, e.j
+            if timed:
+                clock = now()
             if wss == WSS_SECOND:
                 row_i = cache.row(i)
+                if timed:
+                    lap(&clock, phase_seconds, 1)
                 j = second_order_partner(loss, s, member, diag, d2phi_a, row_i, i, e.m)
+                if timed:
+                    lap(&clock, phase_seconds, 0)
+            if timed:
+                step.row_j = cache.row(j)
+                step.row_i = cache.row(i)
+                lap(&clock, phase_seconds, 1)
             step = pair_step(cache, loss, y, alpha, F, diag, i, j, C, lam, lo, hi)   # i's row: still cached, refreshed
+            if timed:
+                lap(&clock, phase_seconds, 2)
             if record:
                 trace_step[it] = step.t
                 trace_pairs[2 * it] = i
@@ -353,6 +387,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             refresh_index(loss, y, alpha, C, lo, hi, i, dphi_a, d2phi_a, member)
             refresh_index(loss, y, alpha, C, lo, hi, j, dphi_a, d2phi_a, member)
             e = update_and_scan(y, F, dphi_a, member, lam, s, step.t, step.row_i, step.row_j)
+            if timed:
+                lap(&clock, phase_seconds, 3)
             it += 1
     return it, gap, status
 
