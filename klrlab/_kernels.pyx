@@ -201,6 +201,19 @@ cdef class KernelCache:
         self.n_kernel_evals += n * n
         return True
 
+    def matrix(self):
+        """The whole kernel matrix over the training points, as a read-only view of the filled cache (no copy), for
+        code that reads blocks of it (cross-validation folds). ValueError if the cache cannot hold every row."""
+        if self.kernel_code == PRECOMPUTED:
+            view = self._X_ref.view()
+        elif self.fill():
+            view = self._buffer_ref.view()
+        else:
+            raise ValueError(f"cache_size={self.cache_size} MB holds {self.capacity} of the {self.n_samples} rows; "
+                             f"the whole matrix needs {8.0 * self.n_samples ** 2 / BYTES_PER_MB:.0f} MB")
+        view.flags.writeable = False
+        return view
+
     def _fill_block(self, Py_ssize_t first, Py_ssize_t stop):
         "Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bit of exp)."
         cdef Py_ssize_t r, j, n = self.n_samples

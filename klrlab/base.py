@@ -288,5 +288,7 @@ def _predict(self, X):
         return self.classes_[(scores > 0).astype(int)]
     return self.classes_[np.argmax(scores, axis=1)]
 
-BaseKernelClassifier.decision_function = _decision_function
-BaseKernelClassifier.predict = _predict
+for _name, _method in (("decision_function", _decision_function), ("predict", _predict)):
+    # the public name on the function too: scikit-learn's scorers call a response method by its __name__
+    _method.__name__, _method.__qualname__ = _name, f"BaseKernelClassifier.{_name}"
+    setattr(BaseKernelClassifier, _name, _method)

@@ -6,7 +6,7 @@ Docs: https://klrlab.github.io/klrlab/klr.html.md"""
 
 # %% auto #0
 __all__ = ['PRESETS', 'LogisticProbabilities', 'KernelLogisticRegression', 'ImportVectorMachine', 'HalfThresholdingKLR',
-           'fit_half_thresholding_many']
+           'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
 
 # %% ../nbs/20_klr.ipynb #636ee841
 import warnings
@@ -16,11 +16,15 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit, log_expit
 from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import log_loss
+from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_X_y
 
 from .base import BaseKernelClassifier
 from .bounds import SaturationWarning, saturated_class
+from .kernels import KernelCache
 from .dual import lower_bound
 from .solvers.half_thresholding import solve_half_thresholding, solve_half_thresholding_many
 from .solvers.ivm import solve_ivm
@@ -302,3 +306,105 @@ def fit_half_thresholding_many(
         model._store_results(X_part, y_part, [replace(result, n_kernel_evals=evals)])
         model._fit_C = model.C
     return models
+
+# %% ../nbs/20_klr.ipynb #3f6778b0
+def _c_grid(Cs) -> np.ndarray:
+    "The C grid, increasing: `Cs` values from 1e-2 to 1e3 on a log scale, or the positive numbers given."
+    if isinstance(Cs, Integral) and not isinstance(Cs, bool):
+        return np.logspace(-2, 3, int(Cs))
+    grid = np.asarray(Cs, dtype=np.float64).ravel()
+    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError(f"Cs={Cs!r}; give the number of grid points (>= 1) or positive finite C values")
+    return np.unique(grid)
+
+def _held_out_score(scoring: str, y, decisions, classes) -> float:
+    "The held-out score of decision values (one column per one-vs-rest problem, one for two classes)."
+    if len(classes) == 2:
+        p1 = expit(decisions[:, 0]); P = np.column_stack([1.0 - p1, p1])
+    else:
+        P = expit(decisions); P /= P.sum(axis=1, keepdims=True)
+    if scoring == "accuracy": return float(np.mean(classes[np.argmax(P, axis=1)] == y))
+    return -float(log_loss(y, P, labels=classes))
+
+
+# %% ../nbs/20_klr.ipynb #3a0ced9d
+class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
+    "Kernel logistic regression with C chosen by k-fold cross-validation (one kernel matrix, warm-started C paths)."
+
+    _dual_loss = "logistic"
+    _parameter_constraints: dict = {
+        **BaseKernelClassifier._parameter_constraints,
+        "Cs": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "cv": ["cv_object"],
+        "scoring": [StrOptions({"neg_log_loss", "accuracy"})],
+    }
+
+    def __init__(
+        self,
+        Cs=10,  # the C grid: a number of values from 1e-2 to 1e3 (log scale), or the values
+        cv=5,  # folds: an int (stratified k-fold) or a scikit-learn splitter
+        scoring="neg_log_loss",  # the held-out score to maximise: 'neg_log_loss' or 'accuracy'
+        kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed'
+        gamma="scale",  # kernel width: 'scale', 'auto' or a number > 0
+        degree=3,  # the polynomial kernel's degree
+        coef0=0.0,  # the polynomial kernel's constant (>= 0)
+        tol=1e-5,  # every solve's KKT tolerance (as KernelLogisticRegression's)
+        max_iter=10_000_000,  # every solve's iteration cap
+        cache_size=None,  # MB for the kernel matrix (None: the lab setting cache_size); a smaller one uses row caches
+    ):
+        self.Cs, self.cv, self.scoring, self.kernel, self.gamma = Cs, cv, scoring, kernel, gamma
+        self.degree, self.coef0, self.tol, self.max_iter, self.cache_size = degree, coef0, tol, max_iter, cache_size
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        "Cross-validate every C of the grid, then fit at the best one on all of `X`, `y`."
+        X_checked, y_checked = self._prepare(X, y)
+        self.Cs_ = _c_grid(self.Cs)
+        self.scores_ = self._cross_validate(X_checked, y_checked)
+        mean = self.scores_.mean(axis=0)
+        best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
+        self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
+        self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0)}
+        self._fit(X, y)
+        return self
+
+    def _fold_kernels(self, X, splitter, y):
+        "Per fold: the training block's cache and the held-out block, from one kernel matrix when the budget holds it."
+        megabytes = self._cache_megabytes()
+        full = X if self.kernel == "precomputed" else None
+        if full is None and 8.0 * len(X) ** 2 / 2**20 < megabytes:
+            full = self._kernel.cache(X, megabytes).matrix()
+        for train, test in splitter.split(X, y):
+            if full is not None:
+                block = np.ascontiguousarray(full[np.ix_(train, train)])
+                yield train, test, KernelCache(block, "precomputed"), full[np.ix_(test, train)]
+            else:
+                yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
+
+    def _cross_validate(self, X, y) -> np.ndarray:
+        "Held-out scores, one row per fold and one column per C."
+        splitter = check_cv(self.cv, y, classifier=True)
+        problems = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
+        scores = []
+        for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y)):
+            if len(np.unique(y[train])) < 2:
+                raise ValueError(f"cv: fold {fold} trains on one class only; use fewer folds or stratified ones")
+            decisions = np.empty((len(self.Cs_), len(test), len(problems)))
+            for k, positive in enumerate(problems):
+                y_pm = np.where(y[train] == positive, 1.0, -1.0)
+                for c, r in enumerate(solve_path(cache, y_pm, self.Cs_, loss="logistic", tol=self.tol,
+                                                 max_iter=self.max_iter)):
+                    if not r.converged:
+                        warnings.warn(f"{type(self).__name__}: fold {fold}, C={self.Cs_[c]:g} stopped at max_iter="
+                                      f"{self.max_iter} with KKT violation {r.certificate.value:.3g}",
+                                      ConvergenceWarning, stacklevel=3)
+                    decisions[c, :, k] = K_test @ (r.alpha * y_pm) + r.bias
+            scores.append([_held_out_score(self.scoring, y[test], d, self.classes_) for d in decisions])
+        return np.asarray(scores)
+
+    def _solve_binary(self, X, y, kernel, cache, alpha0):
+        return solve_dual(cache, y, self.C_, loss="logistic", tol=self.tol, max_iter=self.max_iter)
+
+    def _support(self, result):
+        return np.flatnonzero(result.alpha > result.info["lo"] * (1 + 1e-9))
+

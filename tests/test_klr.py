@@ -544,3 +544,53 @@ def test_lam_past_the_bound_warns_that_the_model_is_saturated():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SaturationWarning)
         KernelLogisticRegression(C=1.0, gamma=0.5, lam=0.1).fit(X, y)            # well inside the range: quiet
+
+
+# ---------------------------------------------------------------- KernelLogisticRegressionCV
+
+def test_cv_matches_grid_search_over_kernel_logistic_regression(gauss):
+    "The oracle: GridSearchCV over KernelLogisticRegression with the same folds, grid and score."
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV
+    X, y, Xt, _ = gauss
+    folds = StratifiedKFold(4, shuffle=True, random_state=1)
+    for scoring in ("neg_log_loss", "accuracy"):
+        ours = KernelLogisticRegressionCV(Cs=[0.1, 1.0, 10.0, 100.0], cv=folds, scoring=scoring, gamma=0.5,
+                                          tol=1e-9).fit(X, y)
+        search = GridSearchCV(KernelLogisticRegression(gamma=0.5, tol=1e-9), {"C": ours.Cs_}, cv=folds,
+                              scoring=scoring).fit(X, y)
+        np.testing.assert_allclose(ours.cv_results_["mean_score"], search.cv_results_["mean_test_score"], rtol=1e-6)
+        assert ours.C_ == search.best_params_["C"] or scoring == "accuracy"      # accuracy ties: both take a first max
+        np.testing.assert_allclose(ours.predict_proba(Xt),
+                                   KernelLogisticRegression(C=ours.C_, gamma=0.5, tol=1e-9).fit(X, y).predict_proba(Xt),
+                                   atol=1e-7)
+
+
+def test_cv_multiclass_and_row_cache_fallback():
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV
+    X, y = load_iris(return_X_y=True)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    whole = KernelLogisticRegressionCV(Cs=3, cv=folds, gamma=0.5, tol=1e-8).fit(X, y)
+    rows = KernelLogisticRegressionCV(Cs=3, cv=folds, gamma=0.5, tol=1e-8, cache_size=0.01).fit(X, y)
+    np.testing.assert_allclose(whole.scores_, rows.scores_, rtol=1e-7)
+    assert whole.scores_.shape == (3, 3) and np.allclose(whole.predict_proba(X).sum(axis=1), 1.0)
+    assert whole.C_ in whole.Cs_ and whole.best_score_ == whole.cv_results_["mean_score"].max()
+
+
+@pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
+                                            (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'")])
+def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    with pytest.raises(ValueError, match=message):
+        KernelLogisticRegressionCV(**params).fit(X, y)
+
+
+def test_cv_fold_with_one_class_is_refused():
+    from sklearn.model_selection import KFold
+    from klrlab import KernelLogisticRegressionCV
+    X = np.random.default_rng(0).normal(size=(20, 2)); y = np.r_[np.zeros(10), np.ones(10)]
+    with pytest.raises(ValueError, match="one class"):
+        KernelLogisticRegressionCV(Cs=2, cv=KFold(2)).fit(X, y)
