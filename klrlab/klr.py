@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_X_y
 
 from .base import BaseKernelClassifier
 from .bounds import SaturationWarning, saturated_class
-from .kernels import KernelCache
+from .kernels import KernelCache, matrix_megabytes
 from .dual import lower_bound
 from .solvers.half_thresholding import solve_half_thresholding, solve_half_thresholding_many
 from .solvers.ivm import solve_ivm
@@ -372,7 +372,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         "Per fold: the training block's cache and the held-out block, from one kernel matrix when the budget holds it."
         megabytes = self._cache_megabytes()
         full = X if self.kernel == "precomputed" else None
-        if full is None and 8.0 * len(X) ** 2 / 2**20 < megabytes:
+        if full is None and matrix_megabytes(len(X)) < megabytes:
             full = self._kernel.cache(X, megabytes).matrix()
         for train, test in splitter.split(X, y):
             if full is not None:
