@@ -15,6 +15,7 @@ cnp.import_array()
 KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
                 "precomputed": PRECOMPUTED}
 cdef double BYTES_PER_MB = 1048576.0
+SPARSE_DENSITY = 0.25   # below this share of non-zeros, a row's inner products skip the zeros (LIBSVM's sparse rows)
 cdef Py_ssize_t FILL_BLOCK_ROWS = 256   # rows per BLAS call when the whole matrix is computed: bounded products only
 
 
@@ -114,6 +115,19 @@ cdef class KernelCache:
         self.head = self.tail = -1
         self.n_used = 0
         self.n_kernel_evals = self.n_hits = self.n_misses = 0
+        self._set_sparse_rows(X)
+
+    def _set_sparse_rows(self, X):
+        "Keep X also in compressed sparse rows when it is mostly zeros (Adult, Web: about a tenth non-zero)."
+        self.sparse_rows = (self.kernel_code in (LINEAR, POLY, RBF)
+                            and np.count_nonzero(X) < SPARSE_DENSITY * X.size)
+        if not self.sparse_rows:
+            return
+        rows, columns = np.nonzero(X)                     # row-major order: each row's entries together
+        counts = np.bincount(rows, minlength=X.shape[0])
+        self._csr_ref = (np.concatenate([[0], np.cumsum(counts)]).astype(np.intp), columns.astype(np.intp),
+                         np.ascontiguousarray(X[rows, columns]), np.zeros(X.shape[1]))
+        self.row_start, self.column_of, self.value_of, self.dense_row = self._csr_ref
 
     def _diagonal(self, X):
         "k(x_i, x_i) + ridge (a precomputed matrix carries its ridge already)."
@@ -167,7 +181,10 @@ cdef class KernelCache:
                 out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
             out[i] += self.ridge
             return
-        dot_with_rows(self.X, i, out)
+        if self.sparse_rows:
+            self._sparse_dots(i, out)
+        else:
+            dot_with_rows(self.X, i, out)
         if self.kernel_code == POLY:
             for j in range(n):
                 out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
@@ -244,6 +261,20 @@ cdef class KernelCache:
                 if self.kernel_code == RBF:
                     self.buffer[r, r] = 1.0   # exact, as in _compute_row
                 self.buffer[r, r] += self.ridge
+
+    cdef void _sparse_dots(self, Py_ssize_t i, double* out) noexcept nogil:
+        "out[j] = <x_j, x_i> over the non-zeros: x_i scattered into dense_row, each x_j's entries gathered from it."
+        cdef Py_ssize_t j, k
+        cdef double s
+        for k in range(self.row_start[i], self.row_start[i + 1]):
+            self.dense_row[self.column_of[k]] = self.value_of[k]
+        for j in range(self.n_samples):
+            s = 0.0
+            for k in range(self.row_start[j], self.row_start[j + 1]):
+                s += self.value_of[k] * self.dense_row[self.column_of[k]]
+            out[j] = s
+        for k in range(self.row_start[i], self.row_start[i + 1]):
+            self.dense_row[self.column_of[k]] = 0.0
 
     cdef void _unlink(self, Py_ssize_t slot) noexcept nogil:
         cdef Py_ssize_t p = self.prev_slot[slot], q = self.next_slot[slot]
