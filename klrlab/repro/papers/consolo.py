@@ -461,7 +461,8 @@ def hypothesis_rows(fits: pd.DataFrame) -> pd.DataFrame:
 def hypothesis_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per hypothesis: the mean over datasets (of the fold means) of each selected ratio and accuracy, beside the
     paper's mean over the same datasets (S-KLR, Tables 2 and 5)."""
-    per_set = rows.groupby(["hypothesis", "change", "dataset"], sort=False).mean(numeric_only=True).drop(columns="fold")
+    per_set = rows.groupby(["hypothesis", "change", "dataset"], sort=False).mean(numeric_only=True)
+    per_set = per_set.drop(columns="fold")
     table = per_set.groupby(["hypothesis", "change"], sort=False).mean()
     datasets = sorted(rows.dataset.unique())
     for name in ("table2", "table5"):
