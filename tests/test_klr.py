@@ -502,7 +502,8 @@ PERFORMANCE_ONLY = {"cache_size", "warm_start"}     # they change what a fit cos
 # bound_eps = 0.05 C binds at the solution here (the smallest alpha / C of the default fit is 0.03)
 SWEEP = {
     KernelLogisticRegression: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, lam=0.5, wss="first",
-                                   tol=1e-3, max_iter=5, bound_eps=0.05, bound_eps_mode="absolute", scheme="keerthi"),
+                                   tol=1e-3, max_iter=5, bound_eps=0.05, bound_eps_mode="absolute", scheme="keerthi",
+                                   start="bound"),
     ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-1, max_import=3, n_candidates=5,
                               random_state=1),
     HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-2, max_iter=5, step="fixed"),
@@ -544,6 +545,42 @@ def test_lam_past_the_bound_warns_that_the_model_is_saturated():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SaturationWarning)
         KernelLogisticRegression(C=1.0, gamma=0.5, lam=0.1).fit(X, y)            # well inside the range: quiet
+
+
+@pytest.mark.parametrize("start", ["C", "paper", "bound"])
+def test_every_start_reaches_the_optimum_of_a_generic_convex_solver(start):
+    "Run to the tolerance, each cold start gives the dual's optimum, checked against SciPy's SLSQP on the same problem."
+    from scipy.optimize import minimize
+    X, y = problem(21, n=24, imbalance=0.4)
+    C, lam, lo = 2.0, 0.3, 1e-5
+    model = KernelLogisticRegression(C=C, gamma=0.5, lam=lam, bound_eps=lo, bound_eps_mode="absolute", tol=1e-9,
+                                     start=start).fit(X, y)
+    ypm = np.where(y == model.classes_[1], 1.0, -1.0)
+    Q = np.outer(ypm, ypm) * Kernel("rbf", gamma=0.5)(X)
+
+    def f(a): return 0.5 * a @ Q @ a + np.sum(a * np.log(a) + (C - a) * np.log(C - a)) - lam * a.sum()
+
+    def grad(a): return Q @ a + np.log(a / (C - a)) - lam
+
+    a0 = np.where(ypm > 0, 1 / (ypm > 0).sum(), 1 / (ypm < 0).sum())
+    ref = minimize(f, a0, jac=grad, method="SLSQP", bounds=[(lo, C - lo)] * len(y), tol=1e-14,
+                   constraints=[dict(type="eq", fun=lambda a: a @ ypm, jac=lambda a: ypm)], options=dict(maxiter=1000))
+    assert ref.success and model.converged_
+    assert f(model.solver_results_[0].alpha) <= ref.fun + 1e-7
+    np.testing.assert_allclose(model.solver_results_[0].alpha, ref.x, atol=2e-3)
+
+
+def test_a_capped_fit_from_the_bound_keeps_the_untouched_points_out_of_the_support():
+    X, y = problem(22, n=200)
+    steps = 20
+    fits = {s: KernelLogisticRegression(C=100.0, gamma=0.5, lam=10.0, bound_eps=1e-5, bound_eps_mode="absolute",
+                                        max_iter=steps, start=s) for s in ("C", "paper", "bound")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ratio = {s: m.fit(X, y).support_fraction_ for s, m in fits.items()}
+    minority = min(np.sum(y == c) for c in np.unique(y))
+    assert ratio["C"] == ratio["paper"] == 1.0                   # untouched alphas keep a start above gamma
+    assert ratio["bound"] <= (2 * steps + (minority if minority < 100 else 0)) / len(y)
 
 
 # ---------------------------------------------------------------- KernelLogisticRegressionCV
