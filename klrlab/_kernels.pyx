@@ -54,6 +54,24 @@ cdef inline void dot_block(const double[:, ::1] X, Py_ssize_t first, Py_ssize_t 
           <double*> &X[first, 0], &n_cols, &beta, out, &n_rows)
 
 
+cdef inline void polynomial_map(double* out, Py_ssize_t n, double gamma, double coef0, int degree) noexcept nogil:
+    "Inner products into polynomial kernel values, in place: (gamma <a, b> + coef0)^degree."
+    cdef Py_ssize_t j
+    for j in range(n):
+        out[j] = int_power(gamma * out[j] + coef0, degree)
+
+
+cdef inline void rbf_exponents(double* out, Py_ssize_t n, double sq_i, const double[::1] sq_norms,
+                               double gamma) noexcept nogil:
+    """Inner products with x_i into the RBF exponents -gamma ||x_i - x_j||^2, in place (0 where the expansion
+    ||a||^2 + ||b||^2 - 2ab rounds to a distance <= 0)."""
+    cdef Py_ssize_t j
+    cdef double d
+    for j in range(n):
+        d = sq_i + sq_norms[j] - 2.0 * out[j]
+        out[j] = -gamma * d if d > 0.0 else 0.0
+
+
 cdef inline double l1_distance(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
     cdef Py_ssize_t k
     cdef double s = 0.0
@@ -175,7 +193,6 @@ cdef class KernelCache:
 
     cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil:
         cdef Py_ssize_t j, n = self.n_samples
-        cdef double d, sq_i
         if self.kernel_code == LAPLACIAN:
             for j in range(n):
                 out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
@@ -186,14 +203,12 @@ cdef class KernelCache:
         else:
             dot_with_rows(self.X, i, out)
         if self.kernel_code == POLY:
-            for j in range(n):
-                out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
+            polynomial_map(out, n, self.gamma, self.coef0, self.degree)
         elif self.kernel_code == RBF:
-            sq_i = self.sq_norms[i]
+            rbf_exponents(out, n, self.sq_norms[i], self.sq_norms, self.gamma)
             for j in range(n):
-                d = sq_i + self.sq_norms[j] - 2.0 * out[j]
-                out[j] = exp(-self.gamma * d) if d > 0.0 else 1.0
-            out[i] = 1.0  # exact: the expansion ||a||^2 + ||b||^2 - 2ab can leave rounding noise at a == b
+                out[j] = exp(out[j])
+            out[i] = 1.0  # exact: the expansion can leave rounding noise at a == b
         out[i] += self.ridge
 
     def fill(self):
@@ -233,26 +248,19 @@ cdef class KernelCache:
 
     def _fill_block(self, Py_ssize_t first, Py_ssize_t stop):
         "Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bit of exp)."
-        cdef Py_ssize_t r, j, n = self.n_samples
-        cdef double* out = &self.buffer[first, 0]
-        cdef double d, sq_r
+        cdef Py_ssize_t r, n = self.n_samples
         if self.kernel_code == LAPLACIAN:
             with nogil:
                 for r in range(first, stop):
                     self._compute_row(r, &self.buffer[r, 0])
             return
         with nogil:
-            dot_block(self.X, first, stop, out)
+            dot_block(self.X, first, stop, &self.buffer[first, 0])
             for r in range(first, stop):
-                out = &self.buffer[r, 0]
                 if self.kernel_code == POLY:
-                    for j in range(n):
-                        out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
+                    polynomial_map(&self.buffer[r, 0], n, self.gamma, self.coef0, self.degree)
                 elif self.kernel_code == RBF:
-                    sq_r = self.sq_norms[r]
-                    for j in range(n):
-                        d = sq_r + self.sq_norms[j] - 2.0 * out[j]
-                        out[j] = -self.gamma * d if d > 0.0 else 0.0
+                    rbf_exponents(&self.buffer[r, 0], n, self.sq_norms[r], self.sq_norms, self.gamma)
         if self.kernel_code == RBF:
             block = self._buffer_ref[first:stop]
             np.exp(block, out=block)
