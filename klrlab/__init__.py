@@ -1,7 +1,8 @@
 __version__ = "0.1.0"
 
 # The estimators, importable from the top level; loaded on first use so that `import klrlab` stays light.
-_ESTIMATORS = {"KernelLogisticRegression": "klrlab.klr", "ImportVectorMachine": "klrlab.klr",
+_ESTIMATORS = {"KernelLogisticRegression": "klrlab.klr", "KernelLogisticRegressionCV": "klrlab.klr",
+               "ImportVectorMachine": "klrlab.klr",
                "HalfThresholdingKLR": "klrlab.klr", "TemperatureScaled": "klrlab.calibration",
                "FrankWolfeSVC": "klrlab.svm", "SparseSVC": "klrlab.svm", "SVCPath": "klrlab.svm"}
 

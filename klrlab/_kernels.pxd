@@ -23,9 +23,16 @@ cdef class KernelCache:
     cdef Py_ssize_t[::1] prev_slot
     cdef Py_ssize_t[::1] next_slot
     cdef Py_ssize_t head, tail, n_used
+    cdef readonly bint sparse_rows     # rows by sparse inner products (X mostly zeros), the whole matrix by BLAS
+    cdef object _csr_ref
+    cdef Py_ssize_t[::1] row_start     # X in compressed sparse rows: row j's entries are row_start[j]..row_start[j+1]-1
+    cdef Py_ssize_t[::1] column_of
+    cdef double[::1] value_of
+    cdef double[::1] dense_row         # x_i scattered into p slots while its row is computed (zero otherwise)
 
     cdef const double* row(self, Py_ssize_t i) noexcept nogil
     cdef double diag(self, Py_ssize_t i) noexcept nogil
     cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil
+    cdef void _sparse_dots(self, Py_ssize_t i, double* out) noexcept nogil
     cdef void _unlink(self, Py_ssize_t slot) noexcept nogil
     cdef void _push_front(self, Py_ssize_t slot) noexcept nogil

@@ -8,13 +8,15 @@ The solvers cimport `KernelCache` and call `row(i)` without the GIL; Python code
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport INFINITY, exp, fabs
-from scipy.linalg.cython_blas cimport dgemv
+from scipy.linalg.cython_blas cimport dgemm, dgemv
 
 cnp.import_array()
 
 KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
                 "precomputed": PRECOMPUTED}
 cdef double BYTES_PER_MB = 1048576.0
+SPARSE_DENSITY = 0.25   # below this share of non-zeros, a row's inner products skip the zeros (LIBSVM's sparse rows)
+cdef Py_ssize_t FILL_BLOCK_ROWS = 256   # rows per BLAS call when the whole matrix is computed: bounded products only
 
 
 cdef inline double int_power(double base, int exponent) noexcept nogil:
@@ -38,6 +40,36 @@ cdef inline void dot_with_rows(const double[:, ::1] X, Py_ssize_t i, double* out
     # Row-major X (n x p) is column-major X^T (p x n); X @ x_i is (X^T)^T x_i.
     dgemv(&trans, &n_cols, &n_rows, &alpha, <double*> &X[0, 0], &n_cols,
           <double*> &X[i, 0], &one, &beta, out, &one)
+
+
+cdef inline void dot_block(const double[:, ::1] X, Py_ssize_t first, Py_ssize_t stop, double* out) noexcept nogil:
+    "out[r, j] = <X[first + r], X[j]> for the rows first..stop-1 (row-major, n columns), by one BLAS dgemm."
+    cdef int n_rows = <int> X.shape[0]
+    cdef int n_cols = <int> X.shape[1]
+    cdef int n_block = <int> (stop - first)
+    cdef double alpha = 1.0, beta = 0.0
+    cdef char trans = b"T", no_trans = b"N"
+    # Row-major out (b x n) is column-major out^T (n x b) = X X_block^T, with X read as (X^T)^T as in dot_with_rows.
+    dgemm(&trans, &no_trans, &n_rows, &n_block, &n_cols, &alpha, <double*> &X[0, 0], &n_cols,
+          <double*> &X[first, 0], &n_cols, &beta, out, &n_rows)
+
+
+cdef inline void polynomial_map(double* out, Py_ssize_t n, double gamma, double coef0, int degree) noexcept nogil:
+    "Inner products into polynomial kernel values, in place: (gamma <a, b> + coef0)^degree."
+    cdef Py_ssize_t j
+    for j in range(n):
+        out[j] = int_power(gamma * out[j] + coef0, degree)
+
+
+cdef inline void rbf_exponents(double* out, Py_ssize_t n, double sq_i, const double[::1] sq_norms,
+                               double gamma) noexcept nogil:
+    """Inner products with x_i into the RBF exponents -gamma ||x_i - x_j||^2, in place (0 where the expansion
+    ||a||^2 + ||b||^2 - 2ab rounds to a distance <= 0)."""
+    cdef Py_ssize_t j
+    cdef double d
+    for j in range(n):
+        d = sq_i + sq_norms[j] - 2.0 * out[j]
+        out[j] = -gamma * d if d > 0.0 else 0.0
 
 
 cdef inline double l1_distance(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
@@ -101,6 +133,19 @@ cdef class KernelCache:
         self.head = self.tail = -1
         self.n_used = 0
         self.n_kernel_evals = self.n_hits = self.n_misses = 0
+        self._set_sparse_rows(X)
+
+    def _set_sparse_rows(self, X):
+        "Keep X also in compressed sparse rows when it is mostly zeros (Adult, Web: about a tenth non-zero)."
+        self.sparse_rows = (self.kernel_code in (LINEAR, POLY, RBF)
+                            and np.count_nonzero(X) < SPARSE_DENSITY * X.size)
+        if not self.sparse_rows:
+            return
+        rows, columns = np.nonzero(X)                     # row-major order: each row's entries together
+        counts = np.bincount(rows, minlength=X.shape[0])
+        self._csr_ref = (np.concatenate([[0], np.cumsum(counts)]).astype(np.intp), columns.astype(np.intp),
+                         np.ascontiguousarray(X[rows, columns]), np.zeros(X.shape[1]))
+        self.row_start, self.column_of, self.value_of, self.dense_row = self._csr_ref
 
     def _diagonal(self, X):
         "k(x_i, x_i) + ridge (a precomputed matrix carries its ridge already)."
@@ -148,23 +193,96 @@ cdef class KernelCache:
 
     cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil:
         cdef Py_ssize_t j, n = self.n_samples
-        cdef double d, sq_i
         if self.kernel_code == LAPLACIAN:
             for j in range(n):
                 out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
             out[i] += self.ridge
             return
-        dot_with_rows(self.X, i, out)
+        if self.sparse_rows:
+            self._sparse_dots(i, out)
+        else:
+            dot_with_rows(self.X, i, out)
         if self.kernel_code == POLY:
-            for j in range(n):
-                out[j] = int_power(self.gamma * out[j] + self.coef0, self.degree)
+            polynomial_map(out, n, self.gamma, self.coef0, self.degree)
         elif self.kernel_code == RBF:
-            sq_i = self.sq_norms[i]
+            rbf_exponents(out, n, self.sq_norms[i], self.sq_norms, self.gamma)
             for j in range(n):
-                d = sq_i + self.sq_norms[j] - 2.0 * out[j]
-                out[j] = exp(-self.gamma * d) if d > 0.0 else 1.0
-            out[i] = 1.0  # exact: the expansion ||a||^2 + ||b||^2 - 2ab can leave rounding noise at a == b
+                out[j] = exp(out[j])
+            out[i] = 1.0  # exact: the expansion can leave rounding noise at a == b
         out[i] += self.ridge
+
+    def fill(self):
+        """Compute every row at once when the cache holds them all: blocked BLAS products and NumPy's vectorised exp
+        instead of one matrix-vector product per row. A solver that needs every row (KLR: every alpha is interior)
+        calls it first; afterwards every request is a hit. Returns whether the cache is full."""
+        cdef Py_ssize_t n = self.n_samples, first, stop, r
+        if self.kernel_code == PRECOMPUTED or self.capacity < n:
+            return False
+        if self.n_used == n:
+            return True
+        self.clear()
+        for first in range(0, n, FILL_BLOCK_ROWS):
+            stop = min(first + FILL_BLOCK_ROWS, n)
+            self._fill_block(first, stop)
+        for r in range(n):
+            self.slot_of_row[r] = r
+            self.row_of_slot[r] = r
+            self._push_front(r)
+        self.n_used = n
+        self.n_misses += n
+        self.n_kernel_evals += n * n
+        return True
+
+    def matrix(self):
+        """The whole kernel matrix over the training points, as a read-only view of the filled cache (no copy), for
+        code that reads blocks of it (cross-validation folds). ValueError if the cache cannot hold every row."""
+        if self.kernel_code == PRECOMPUTED:
+            view = self._X_ref.view()
+        elif self.fill():
+            view = self._buffer_ref.view()
+        else:
+            raise ValueError(f"cache_size={self.cache_size} MB holds {self.capacity} of the {self.n_samples} rows; "
+                             f"the whole matrix needs {8.0 * self.n_samples ** 2 / BYTES_PER_MB:.0f} MB")
+        view.flags.writeable = False
+        return view
+
+    def _fill_block(self, Py_ssize_t first, Py_ssize_t stop):
+        "Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bit of exp)."
+        cdef Py_ssize_t r, n = self.n_samples
+        if self.kernel_code == LAPLACIAN:
+            with nogil:
+                for r in range(first, stop):
+                    self._compute_row(r, &self.buffer[r, 0])
+            return
+        with nogil:
+            dot_block(self.X, first, stop, &self.buffer[first, 0])
+            for r in range(first, stop):
+                if self.kernel_code == POLY:
+                    polynomial_map(&self.buffer[r, 0], n, self.gamma, self.coef0, self.degree)
+                elif self.kernel_code == RBF:
+                    rbf_exponents(&self.buffer[r, 0], n, self.sq_norms[r], self.sq_norms, self.gamma)
+        if self.kernel_code == RBF:
+            block = self._buffer_ref[first:stop]
+            np.exp(block, out=block)
+        with nogil:
+            for r in range(first, stop):
+                if self.kernel_code == RBF:
+                    self.buffer[r, r] = 1.0   # exact, as in _compute_row
+                self.buffer[r, r] += self.ridge
+
+    cdef void _sparse_dots(self, Py_ssize_t i, double* out) noexcept nogil:
+        "out[j] = <x_j, x_i> over the non-zeros: x_i scattered into dense_row, each x_j's entries gathered from it."
+        cdef Py_ssize_t j, k
+        cdef double s
+        for k in range(self.row_start[i], self.row_start[i + 1]):
+            self.dense_row[self.column_of[k]] = self.value_of[k]
+        for j in range(self.n_samples):
+            s = 0.0
+            for k in range(self.row_start[j], self.row_start[j + 1]):
+                s += self.value_of[k] * self.dense_row[self.column_of[k]]
+            out[j] = s
+        for k in range(self.row_start[i], self.row_start[i + 1]):
+            self.dense_row[self.column_of[k]] = 0.0
 
     cdef void _unlink(self, Py_ssize_t slot) noexcept nogil:
         cdef Py_ssize_t p = self.prev_slot[slot], q = self.next_slot[slot]

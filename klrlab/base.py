@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function, check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .config import load_settings
 from .dual import rescale_alpha
 from .kernels import KERNELS, Kernel, check_precomputed_kernel
 
@@ -79,12 +80,13 @@ class BaseKernelClassifier(ClassifierMixin, BaseEstimator):
         "coef0": [Interval(Real, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "cache_size": [Interval(Real, 0, None, closed="neither")],
+        "cache_size": [Interval(Real, 0, None, closed="neither"), None],
         "warm_start": ["boolean", StrOptions({"kernel"})],
     }
     _binary_only = False     # True for a method that has no multi-class form
     _multiclass = "ovr"      # more than two classes: 'ovr' (one problem per class) or 'ovo' (one per pair, LIBSVM's)
     _uses_row_cache = True   # False for a solver that reads the whole kernel matrix (it gets cache=None)
+    _dual_loss = "hinge"     # the dual whose warm start along C `rescale_alpha` prepares: 'hinge' or 'logistic'
     _accept_sparse = False   # 'csr' for a solver that reads sparse X itself (it then also predicts from it)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0) -> SolverResult:
@@ -141,7 +143,7 @@ def _warn_unused_parameters(self) -> None:
                           stacklevel=4)
 
 def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
-    "The previous fit's alpha per problem, rescaled to the new C, when warm-started on a problem of the same shape."
+    "The previous fit's alpha per problem, rescaled to the new C as its dual's warm start wants (`_dual_loss`), when warm-started on a problem of the same shape."
     warm = getattr(self, "warm_start", False)
     previous = getattr(self, "solver_results_", None)
     if not warm or isinstance(warm, str) or previous is None:    # True (or a NumPy True), not "kernel"
@@ -151,7 +153,7 @@ def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
     C, fitted_C = getattr(self, "C", None), getattr(self, "_fit_C", None)
     if C is None or not fitted_C:
         return [r.alpha for r in previous]
-    return [rescale_alpha(r.alpha, fitted_C, C) for r in previous]
+    return [rescale_alpha(r.alpha, fitted_C, C, self._dual_loss) for r in previous]
 
 def _fit(self, X, y):
     "Fit one problem per class (one for two classes; one per pair with `_multiclass='ovo'`), store the model."
@@ -178,7 +180,7 @@ def _fit_pairs(self, X, y) -> list:
         rows = np.flatnonzero((y == a) | (y == b))
         X_pair = X[np.ix_(rows, rows)] if self.kernel == "precomputed" else X[rows]
         y_pm = np.where(y[rows] == a, 1.0, -1.0)
-        cache = self._kernel.cache(X_pair, getattr(self, "cache_size", 200.0)) if self._uses_row_cache else None
+        cache = self._kernel.cache(X_pair, self._cache_megabytes()) if self._uses_row_cache else None
         r = self._solve_binary(X_pair, y_pm, self._kernel, cache, None)
         alpha, coef = np.zeros(n), np.zeros(n)
         alpha[rows], coef[rows] = r.alpha, r.alpha * y_pm if r.coef is None else r.coef
@@ -186,9 +188,14 @@ def _fit_pairs(self, X, y) -> list:
         results.append(replace(r, alpha=alpha, coef=coef, support=support))
     return results
 
+def _cache_megabytes(self) -> float:
+    "The kernel-row cache's size in MB: the estimator's `cache_size`, or the lab's setting when it is None."
+    size = getattr(self, "cache_size", 200.0)
+    return load_settings().cache_size if size is None else float(size)
+
 def _kernel_cache(self, X):
     "The kernel-row cache for X: the previous fit's when warm-started on the same points, kernel and cache size."
-    size = getattr(self, "cache_size", 200.0)
+    size = self._cache_megabytes()
     warm = getattr(self, "warm_start", False)
     key = (self._kernel, float(size))
     kept = getattr(self, "_kept_cache", None)
@@ -211,6 +218,7 @@ BaseKernelClassifier._unused_parameters, BaseKernelClassifier._warn_unused_param
     _warn_unused_parameters,
 )
 BaseKernelClassifier._kernel_cache, BaseKernelClassifier.__getstate__ = _kernel_cache, _getstate
+BaseKernelClassifier._cache_megabytes = _cache_megabytes
 
 # %% ../nbs/03_base.ipynb #c94cf01b
 def _worst(certificates: list) -> Certificate:
@@ -280,5 +288,7 @@ def _predict(self, X):
         return self.classes_[(scores > 0).astype(int)]
     return self.classes_[np.argmax(scores, axis=1)]
 
-BaseKernelClassifier.decision_function = _decision_function
-BaseKernelClassifier.predict = _predict
+for _name, _method in (("decision_function", _decision_function), ("predict", _predict)):
+    # the public name on the function too: scikit-learn's scorers call a response method by its __name__
+    _method.__name__, _method.__qualname__ = _name, f"BaseKernelClassifier.{_name}"
+    setattr(BaseKernelClassifier, _name, _method)

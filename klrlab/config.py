@@ -30,6 +30,7 @@ SETTING_KEYS = {
     "n_jobs": ("1", "KLRLAB_N_JOBS", "parallel workers (joblib semantics, -1 = all cores)"),
     "scheduler": ("local", "KLRLAB_SCHEDULER", "local, or a Dask scheduler address tcp://host:port"),
     "out_dir": ("out", "KLRLAB_OUT", "folder for tables, figures and the built site"),
+    "cache_size": ("1024", "KLRLAB_CACHE_SIZE", "MB of kernel rows a KLR estimator caches when its cache_size is None"),
 }
 
 # %% ../nbs/00_config.ipynb #a007ef8c
@@ -47,6 +48,7 @@ class Settings:
     n_jobs: int
     scheduler: str
     out_dir: Path
+    cache_size: float = 1024.0  # MB
     source: Path | None = None  # the settings.ini that was read, if any
 
 # %% ../nbs/00_config.ipynb #2017ddc0
@@ -91,6 +93,11 @@ def _int(key: str, value: str, origin: str) -> int:
     except ValueError:
         raise SettingsError(f"{key} = {value!r} (from {origin}) is not an integer") from None
 
+def _float(key: str, value: str, origin: str) -> float:
+    try: return float(value)
+    except ValueError:
+        raise SettingsError(f"{key} = {value!r} (from {origin}) is not a number") from None
+
 _SCHEDULER_RE = re.compile(r"^(local|(tcp|tls|inproc|ucx)://\S+|[\w.\-]+:\d+)$")
 
 def _check(key: str, value, origin: str):
@@ -100,6 +107,8 @@ def _check(key: str, value, origin: str):
         raise SettingsError(f"n_jobs = 0 (from {origin}); use a positive number of workers or -1 for all cores")
     if key == "seed" and value < 0:
         raise SettingsError(f"seed = {value} (from {origin}); a seed must be >= 0")
+    if key == "cache_size" and not (0 < value < float("inf")):
+        raise SettingsError(f"cache_size = {value!r} (from {origin}); give a number of MB > 0")
     if key == "scheduler" and not _SCHEDULER_RE.match(value):
         raise SettingsError(
             f"scheduler = {value!r} (from {origin}); accepted: 'local' or a Dask scheduler address such as "
@@ -117,6 +126,8 @@ def _parse(key: str, raw: str, base: Path, origin: str):
         return tuple(_path(p, base) for p in raw.split(os.pathsep) if p.strip())
     if key in ("seed", "n_jobs"):
         return _check(key, _int(key, raw, origin), origin)
+    if key == "cache_size":
+        return _check(key, _float(key, raw, origin), origin)
     return _check(key, raw, origin)
 
 # %% ../nbs/00_config.ipynb #2c2fce66

@@ -89,9 +89,14 @@ def rescale_alpha(
     alpha,  # a solution at C_from
     C_from: float,  # the C it solved
     C_to: float,  # the C to start from it
-) -> np.ndarray:  # alpha * C_to / C_from
-    "A solution at C_from as a warm start at C_to: alpha / C is what carries over along a C grid."
-    return alpha * (C_to / C_from)
+    loss: str = "hinge",  # the dual: 'hinge' (SVM) or 'logistic' (KLR)
+) -> np.ndarray:  # hinge: alpha C_to / C_from; logistic: alpha min(1, C_to / C_from)
+    """A solution at C_from as a warm start at C_to. The SVM's bounded alpha scale with C. KLR's alpha stay where
+    they are when C grows (rescaling them costs many times the iterations of a cold start: measured in smo) and shrink
+    with the box when C falls."""
+    if loss not in LOSSES: raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSSES))}")
+    ratio = C_to / C_from
+    return alpha * (min(1.0, ratio) if loss == "logistic" else ratio)
 
 # %% ../nbs/10_dual.ipynb #988192ed
 def up_mask(

@@ -222,7 +222,19 @@ class SVCPath(BaseKernelClassifier):
         if not self.lambda_min < self.lambda_max:
             raise ValueError(f"lambda_min={self.lambda_min!r} must be smaller than lambda_max={self.lambda_max!r}")
         self._check_C(self.C, "C")
-        return self._fit(X, y)
+        self._fit(X, y)
+        self._store_path(self.solver_results_[0].info["breakpoints"], X, y)
+        return self
+
+    def _store_path(self, breakpoints: dict, X, y) -> None:
+        "The whole path as fitted attributes: `path_` (lambda, C, alpha_hat, alpha0 per breakpoint) and its points."
+        self.path_ = dict(breakpoints, **{"lambda": breakpoints["lam"], "C": 1.0 / breakpoints["lam"]})
+        del self.path_["lam"]
+        used = np.flatnonzero((breakpoints["alpha_hat"] != 0).any(0))     # every point the path ever weights
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        self.path_support_ = used
+        self._path_signs = np.where(np.asarray(y)[used] == self.classes_[1], 1.0, -1.0)
+        self._path_vectors = X[used] if self.kernel != "precomputed" else None
 
     def _check_C(self, C, name) -> np.ndarray:
         "C as a 1-D float array inside the path's range, or a ValueError naming `name`."
@@ -237,14 +249,7 @@ class SVCPath(BaseKernelClassifier):
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         res = solve_path(cache, y, self.lambda_max, self.lambda_min, self.factorization, self.kkt_check, self.kkt_tol,
                          max_breakpoints=self.max_breakpoints)
-        bp = res.info["breakpoints"]
-        a, a0 = path_at(bp, 1.0 / self.C)
-        used = np.flatnonzero((bp["alpha_hat"] != 0).any(0))     # every point the path ever weights
-        self.path_ = dict(bp, **{"lambda": bp["lam"], "C": 1.0 / bp["lam"]})
-        del self.path_["lam"]
-        self.path_support_ = used
-        self._path_signs = y[used]
-        self._path_vectors = X[used] if self.kernel != "precomputed" else None
+        a, a0 = path_at(res.info["breakpoints"], 1.0 / self.C)
         return replace(res, alpha=a[0] * self.C, bias=-a0[0] * self.C)
 
     def decision_function(self, X, C=None):

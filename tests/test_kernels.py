@@ -241,3 +241,18 @@ def test_a_ridge_adds_to_each_training_points_own_entry_only(name):
 def test_a_bad_ridge_is_named(ridge):
     with pytest.raises(ValueError, match="ridge="):
         Kernel("rbf").cache(np.eye(3), ridge=ridge)
+
+
+@pytest.mark.parametrize("name,params", [("rbf", dict(gamma=0.2)), ("poly", dict(gamma=0.5, degree=2, coef0=1.0)),
+                                         ("linear", {})])
+def test_sparse_rows_agree_with_the_dense_matrix(name, params):
+    "Mostly-zero X takes the sparse inner products; the rows match the whole matrix, through evictions too."
+    rng = np.random.default_rng(7)
+    X = np.where(rng.random((300, 25)) < 0.15, rng.integers(1, 3, size=(300, 25)), 0).astype(float)
+    X[5] = 0.0                                                     # an all-zero point
+    kernel = Kernel(name, **params)
+    cache = kernel.cache(X, 8 * 300 * 20 / 2**20)                  # 20 rows: evictions on the way
+    assert cache.sparse_rows and cache.capacity == 20
+    order = rng.integers(0, 300, 200)
+    np.testing.assert_allclose(cache.get_rows(order), kernel(X)[order], rtol=1e-13, atol=1e-14)
+    assert not kernel.cache(rng.normal(size=(30, 4))).sparse_rows

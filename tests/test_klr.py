@@ -499,9 +499,11 @@ def test_half_thresholding_grid_bad_input(data, models, subsets, message):
 # ---------------------------------------------------------------- no silent parameters
 
 PERFORMANCE_ONLY = {"cache_size", "warm_start"}     # they change what a fit costs, never the model it returns
+# bound_eps = 0.05 C binds at the solution here (the smallest alpha / C of the default fit is 0.03)
 SWEEP = {
     KernelLogisticRegression: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, lam=0.5, wss="first",
-                                   tol=1e-3, max_iter=5, bound_eps=1e-3, bound_eps_mode="absolute", scheme="keerthi"),
+                                   tol=1e-3, max_iter=5, bound_eps=0.05, bound_eps_mode="absolute", scheme="keerthi",
+                                   start="bound"),
     ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-1, max_import=3, n_candidates=5,
                               random_state=1),
     HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-2, max_iter=5, step="fixed"),
@@ -543,3 +545,89 @@ def test_lam_past_the_bound_warns_that_the_model_is_saturated():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SaturationWarning)
         KernelLogisticRegression(C=1.0, gamma=0.5, lam=0.1).fit(X, y)            # well inside the range: quiet
+
+
+@pytest.mark.parametrize("start", ["C", "paper", "bound"])
+def test_every_start_reaches_the_optimum_of_a_generic_convex_solver(start):
+    "Run to the tolerance, each cold start gives the dual's optimum, checked against SciPy's SLSQP on the same problem."
+    from scipy.optimize import minimize
+    X, y = problem(21, n=24, imbalance=0.4)
+    C, lam, lo = 2.0, 0.3, 1e-5
+    model = KernelLogisticRegression(C=C, gamma=0.5, lam=lam, bound_eps=lo, bound_eps_mode="absolute", tol=1e-9,
+                                     start=start).fit(X, y)
+    ypm = np.where(y == model.classes_[1], 1.0, -1.0)
+    Q = np.outer(ypm, ypm) * Kernel("rbf", gamma=0.5)(X)
+
+    def f(a): return 0.5 * a @ Q @ a + np.sum(a * np.log(a) + (C - a) * np.log(C - a)) - lam * a.sum()
+
+    def grad(a): return Q @ a + np.log(a / (C - a)) - lam
+
+    a0 = np.where(ypm > 0, 1 / (ypm > 0).sum(), 1 / (ypm < 0).sum())
+    ref = minimize(f, a0, jac=grad, method="SLSQP", bounds=[(lo, C - lo)] * len(y), tol=1e-14,
+                   constraints=[dict(type="eq", fun=lambda a: a @ ypm, jac=lambda a: ypm)], options=dict(maxiter=1000))
+    assert ref.success and model.converged_
+    assert f(model.solver_results_[0].alpha) <= ref.fun + 1e-7
+    np.testing.assert_allclose(model.solver_results_[0].alpha, ref.x, atol=2e-3)
+
+
+def test_a_capped_fit_from_the_bound_keeps_the_untouched_points_out_of_the_support():
+    X, y = problem(22, n=200)
+    steps = 20
+    fits = {s: KernelLogisticRegression(C=100.0, gamma=0.5, lam=10.0, bound_eps=1e-5, bound_eps_mode="absolute",
+                                        max_iter=steps, start=s) for s in ("C", "paper", "bound")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ratio = {s: m.fit(X, y).support_fraction_ for s, m in fits.items()}
+    minority = min(np.sum(y == c) for c in np.unique(y))
+    assert ratio["C"] == ratio["paper"] == 1.0                   # untouched alphas keep a start above gamma
+    assert ratio["bound"] <= (2 * steps + (minority if minority < 100 else 0)) / len(y)
+
+
+# ---------------------------------------------------------------- KernelLogisticRegressionCV
+
+def test_cv_matches_grid_search_over_kernel_logistic_regression(gauss):
+    "The oracle: GridSearchCV over KernelLogisticRegression with the same folds, grid and score."
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV
+    X, y, Xt, _ = gauss
+    folds = StratifiedKFold(4, shuffle=True, random_state=1)
+    for scoring in ("neg_log_loss", "accuracy"):
+        ours = KernelLogisticRegressionCV(Cs=[0.1, 1.0, 10.0, 100.0], cv=folds, scoring=scoring, gamma=0.5,
+                                          tol=1e-9).fit(X, y)
+        search = GridSearchCV(KernelLogisticRegression(gamma=0.5, tol=1e-9), {"C": ours.Cs_}, cv=folds,
+                              scoring=scoring).fit(X, y)
+        np.testing.assert_allclose(ours.cv_results_["mean_score"], search.cv_results_["mean_test_score"], rtol=1e-6)
+        assert ours.C_ == search.best_params_["C"] or scoring == "accuracy"      # accuracy ties: both take a first max
+        np.testing.assert_allclose(ours.predict_proba(Xt),
+                                   KernelLogisticRegression(C=ours.C_, gamma=0.5, tol=1e-9).fit(X, y).predict_proba(Xt),
+                                   atol=1e-7)
+
+
+def test_cv_multiclass_and_row_cache_fallback():
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV
+    X, y = load_iris(return_X_y=True)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    whole = KernelLogisticRegressionCV(Cs=3, cv=folds, gamma=0.5, tol=1e-8).fit(X, y)
+    rows = KernelLogisticRegressionCV(Cs=3, cv=folds, gamma=0.5, tol=1e-8, cache_size=0.01).fit(X, y)
+    np.testing.assert_allclose(whole.scores_, rows.scores_, rtol=1e-7)
+    assert whole.scores_.shape == (3, 3) and np.allclose(whole.predict_proba(X).sum(axis=1), 1.0)
+    assert whole.C_ in whole.Cs_ and whole.best_score_ == whole.cv_results_["mean_score"].max()
+
+
+@pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
+                                            (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'")])
+def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    with pytest.raises(ValueError, match=message):
+        KernelLogisticRegressionCV(**params).fit(X, y)
+
+
+def test_cv_fold_with_one_class_is_refused():
+    from sklearn.model_selection import KFold
+    from klrlab import KernelLogisticRegressionCV
+    X = np.random.default_rng(0).normal(size=(20, 2)); y = np.r_[np.zeros(10), np.ones(10)]
+    with pytest.raises(ValueError, match="one class"):
+        KernelLogisticRegressionCV(Cs=2, cv=KFold(2)).fit(X, y)

@@ -11,6 +11,7 @@ This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives
 """
 import numpy as np
 from libc.math cimport INFINITY, fabs, log
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from klrlab._kernels cimport KernelCache
 
 cdef enum:
@@ -23,9 +24,25 @@ cdef enum:
 LOSS_CODES = {"logistic": LOGISTIC, "hinge": HINGE}
 WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND}
 STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
+PHASES = ("second-order selection", "kernel rows", "1-D solve", "gradient update + next scan")
 
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (SVM only)
 cdef double EPS = 2.220446049250313e-16
+
+
+cdef inline double now() noexcept nogil:
+    "Monotonic seconds, for the optional per-phase profile."
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return t.tv_sec + 1e-9 * t.tv_nsec
+
+
+cdef inline double lap(double* clock, double[::1] seconds, int phase) noexcept nogil:
+    "Add the time since *clock to seconds[phase] and restart the clock."
+    cdef double t = now()
+    seconds[phase] += t - clock[0]
+    clock[0] = t
+    return t
 
 
 cdef inline double dphi(int loss, double a, double C) noexcept nogil:
@@ -137,21 +154,15 @@ cdef inline PairStep pair_step(KernelCache cache, int loss, const double[::1] y,
     return step
 
 
-cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_ssize_t i, Py_ssize_t j,
-                     PairStep step, double lo, double hi) noexcept nogil:
-    """Take the step t on the pair: a_i += y_i t, a_j -= y_j t (snapping a variable that reached its bound),
-    F += t (K_i - K_j)."""
-    cdef Py_ssize_t k
+cdef inline void move_pair(const double[::1] y, double[::1] alpha, Py_ssize_t i, Py_ssize_t j, PairStep step,
+                           double lo, double hi) noexcept nogil:
+    "a_i += y_i t, a_j -= y_j t, snapping a variable that reached its bound exactly onto it."
     cdef double t = step.t
-    cdef bint at_end = step.at_end
-    cdef const double* row_i = step.row_i
-    cdef const double* row_j = step.row_j
     # the rounding left by a step that lands on a bound: relative to the box, or to the step when the box is unbounded
     cdef double slack = 4.0 * EPS * (hi if hi < INFINITY else t)
     alpha[i] += y[i] * t
     alpha[j] -= y[j] * t
-    if at_end:
-        # snap whichever variable reached its bound exactly onto it
+    if step.at_end:
         if y[i] > 0 and alpha[i] > hi - slack: alpha[i] = hi
         if y[i] < 0 and alpha[i] < lo + slack: alpha[i] = lo
         if y[j] > 0 and alpha[j] < lo + slack: alpha[j] = lo
@@ -160,8 +171,101 @@ cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_s
     if alpha[i] > hi: alpha[i] = hi
     if alpha[j] < lo: alpha[j] = lo
     if alpha[j] > hi: alpha[j] = hi
+
+
+cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_ssize_t i, Py_ssize_t j,
+                     PairStep step, double lo, double hi) noexcept nogil:
+    "Take the step t on the pair: move (a_i, a_j), then F += t (K_i - K_j)."
+    cdef Py_ssize_t k
+    cdef double t = step.t
+    cdef const double* row_i = step.row_i
+    cdef const double* row_j = step.row_j
+    move_pair(y, alpha, i, j, step, lo, hi)
     for k in range(y.shape[0]):
         F[k] += t * (row_i[k] - row_j[k])
+
+
+cdef struct Extremes:
+    Py_ssize_t i          # argmax of the score over I_up (-1: empty)
+    Py_ssize_t j          # argmin of the score over I_low (-1: empty)
+    double m              # the max, and the min
+    double M
+
+
+cdef inline unsigned char membership(double y, double a, double lo, double hi) noexcept nogil:
+    "Bit 1: the index is in I_up; bit 2: in I_low."
+    return (1 if in_up(y, a, lo, hi) else 0) | (2 if in_low(y, a, lo, hi) else 0)
+
+
+cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] alpha, double C, double lo,
+                               double hi, Py_ssize_t k, double[::1] dphi_a, double[::1] d2phi_a,
+                               unsigned char[::1] member) noexcept nogil:
+    "Recompute the per-index state of k after alpha_k moved."
+    dphi_a[k] = dphi(loss, alpha[k], C)
+    d2phi_a[k] = d2phi(loss, alpha[k], C)
+    member[k] = membership(y[k], alpha[k], lo, hi)
+
+
+cdef inline void consider(Extremes* e, Py_ssize_t k, double s, unsigned char member) noexcept nogil:
+    if (member & 1) and s > e.m:
+        e.m = s
+        e.i = k
+    if (member & 2) and s < e.M:
+        e.M = s
+        e.j = k
+
+
+cdef Extremes scan_scores(const double[::1] y, const double[::1] F, const double[::1] dphi_a,
+                          const unsigned char[::1] member, double lam, double[::1] s) noexcept nogil:
+    "Every score s_k into s, and the extremes m (over I_up) and M (over I_low) with their indices."
+    cdef Extremes e
+    cdef Py_ssize_t k
+    e.i = e.j = -1
+    e.m, e.M = -1e300, 1e300
+    for k in range(y.shape[0]):
+        s[k] = cached_score(F[k], y[k], dphi_a[k], lam)
+        consider(&e, k, s[k], member[k])
+    return e
+
+
+cdef Extremes update_and_scan(const double[::1] y, double[::1] F, const double[::1] dphi_a,
+                              const unsigned char[::1] member, double lam, double[::1] s, double t,
+                              const double* row_i, const double* row_j) noexcept nogil:
+    """F += t (K_i - K_j) fused with the next selection's scan: one pass over the points per step instead of two
+    (the same arithmetic as apply_pair followed by scan_scores, so the same bits)."""
+    cdef Extremes e
+    cdef Py_ssize_t k
+    e.i = e.j = -1
+    e.m, e.M = -1e300, 1e300
+    for k in range(y.shape[0]):
+        F[k] += t * (row_i[k] - row_j[k])
+        s[k] = cached_score(F[k], y[k], dphi_a[k], lam)
+        consider(&e, k, s[k], member[k])
+    return e
+
+
+cdef Py_ssize_t second_order_partner(int loss, const double[::1] s, const unsigned char[::1] member,
+                                     const double[::1] diag, const double[::1] d2phi_a, const double* row_i,
+                                     Py_ssize_t i, double m_val) noexcept nogil:
+    """j = argmax over the violating I_low of v^2 / q, v = m - s_j, q = the pair's curvature at t = 0
+    (Fan, Chen & Lin; Consolo et al. (34)-(35)); -1 if none violates."""
+    cdef Py_ssize_t k, j = -1
+    cdef double v, q, best = 0.0, Kii = diag[i]
+    for k in range(s.shape[0]):
+        if not (member[k] & 2):
+            continue
+        v = m_val - s[k]
+        if v <= 0.0:
+            continue
+        q = Kii + diag[k] - 2.0 * row_i[k]
+        if loss == LOGISTIC:
+            q = q + d2phi_a[i] + d2phi_a[k]
+        elif q <= 0.0:
+            q = TAU_CURVATURE
+        if v * v > best * q:     # v^2 / q > best without a division per point (q > 0)
+            best = v * v / q
+            j = k
+    return j
 
 
 def init_gradient(KernelCache cache, const double[::1] y, const double[::1] alpha, double[::1] F):
@@ -204,50 +308,48 @@ def objective(int loss, const double[::1] y, const double[::1] alpha, const doub
 def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
         double lo, double hi, int wss, double tol, long long max_iter,
         double[::1] trace_gap=None, double[::1] trace_step=None, long long[::1] trace_pairs=None,
-        double[::1] trace_objective=None):
+        double[::1] trace_objective=None, double[::1] phase_seconds=None):
     """Run SMO from a feasible `alpha` (updated in place) with F = K (alpha * y) (updated in place).
 
     Returns (n_iter, m - M, status code). With trace arrays (length >= max_iter + 1) it records per iteration the
     violation m - M before the step, the step t, the working pair (i, j) in trace_pairs[2k], trace_pairs[2k+1], and the
-    objective before the step (an O(n) sum, so only when tracing)."""
+    objective before the step (an O(n) sum, so only when tracing). With phase_seconds (length 4) it adds the time
+    spent in each of PHASES (two clock reads per phase and step: a profile, not the production path)."""
     cdef Py_ssize_t n = y.shape[0], k, i, j
     cdef long long it = 0
     cdef int status = 1
-    cdef double s, m_val, M_val, best, v, q, Kii, gap = 0.0
+    cdef double gap = 0.0
     cdef const double* row_i
     cdef PairStep step
+    cdef Extremes e
     cdef bint record = trace_gap is not None
+    cdef bint timed = phase_seconds is not None
+    cdef double clock = 0.0
     cdef double[::1] diag = cache.diag_values
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
-    # phi'(a_k) and phi''(a_k) change only at the two indices a step moves: cache them (two logs per point per
-    # iteration otherwise dominate the O(n) selection on large problems)
-    dphi_buffer, d2phi_buffer = np.empty(n), np.empty(n)
-    cdef double[::1] dphi_a = dphi_buffer
-    cdef double[::1] d2phi_a = d2phi_buffer
-    for k in range(n):
-        dphi_a[k] = dphi(loss, alpha[k], C)
-        d2phi_a[k] = d2phi(loss, alpha[k], C)
+    if timed and phase_seconds.shape[0] != len(PHASES):
+        raise ValueError(f"phase_seconds must hold {len(PHASES)} entries, one per phase: {PHASES}")
     if record and (trace_step is None or trace_pairs is None or trace_objective is None
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
         raise ValueError("trace arrays must hold max_iter + 1 entries")
+    # Per-index state that changes only at the two indices a step moves: phi'(a_k), phi''(a_k) (two logs per point
+    # per iteration would otherwise dominate the scan) and the I_up / I_low membership; the scores s_k are kept from
+    # the fused update-and-scan pass for the second-order rule.
+    dphi_buffer, d2phi_buffer, score_buffer = np.empty(n), np.empty(n), np.empty(n)
+    member_buffer = np.empty(n, dtype=np.uint8)
+    cdef double[::1] dphi_a = dphi_buffer
+    cdef double[::1] d2phi_a = d2phi_buffer
+    cdef double[::1] s = score_buffer
+    cdef unsigned char[::1] member = member_buffer
     with nogil:
+        for k in range(n):
+            refresh_index(loss, y, alpha, C, lo, hi, k, dphi_a, d2phi_a, member)
+        e = scan_scores(y, F, dphi_a, member, lam, s)
         while True:
-            # maximal violating pair: i = argmax_{I_up} s, and M = min_{I_low} s
-            i = -1
-            j = -1
-            m_val = -1e300
-            M_val = 1e300
-            for k in range(n):
-                s = cached_score(F[k], y[k], dphi_a[k], lam)
-                if in_up(y[k], alpha[k], lo, hi) and s > m_val:
-                    m_val = s
-                    i = k
-                if in_low(y[k], alpha[k], lo, hi) and s < M_val:
-                    M_val = s
-                    j = k
-            gap = m_val - M_val if (i >= 0 and j >= 0) else 0.0
+            # the maximal violating pair: i = argmax_{I_up} s, j = argmin_{I_low} s (Keerthi et al.; Chen et al.)
+            gap = e.m - e.M if (e.i >= 0 and e.j >= 0) else 0.0
             if record:
                 trace_gap[it] = gap
                 trace_objective[it] = objective_nogil(loss, y, alpha, F, C, lam)
@@ -257,28 +359,23 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             if it >= max_iter:
                 status = 1
                 break
-            row_i = cache.row(i)
+            i, j = e.i, e.j
+            if timed:
+                clock = now()
             if wss == WSS_SECOND:
-                # j = argmax over violating I_low of v^2 / q, q = phi''(0) of the pair
-                # (Fan, Chen & Lin; Consolo et al. (34)-(35))
-                Kii = diag[i]
-                best = -1.0
-                for k in range(n):
-                    if not in_low(y[k], alpha[k], lo, hi):
-                        continue
-                    s = cached_score(F[k], y[k], dphi_a[k], lam)
-                    v = m_val - s
-                    if v <= 0.0:
-                        continue
-                    q = Kii + diag[k] - 2.0 * row_i[k]
-                    if loss == LOGISTIC:
-                        q = q + d2phi_a[i] + d2phi_a[k]
-                    elif q <= 0.0:
-                        q = TAU_CURVATURE
-                    if v * v / q > best:
-                        best = v * v / q
-                        j = k
+                row_i = cache.row(i)
+                if timed:
+                    lap(&clock, phase_seconds, 1)
+                j = second_order_partner(loss, s, member, diag, d2phi_a, row_i, i, e.m)
+                if timed:
+                    lap(&clock, phase_seconds, 0)
+            if timed:
+                step.row_j = cache.row(j)
+                step.row_i = cache.row(i)
+                lap(&clock, phase_seconds, 1)
             step = pair_step(cache, loss, y, alpha, F, diag, i, j, C, lam, lo, hi)   # i's row: still cached, refreshed
+            if timed:
+                lap(&clock, phase_seconds, 2)
             if record:
                 trace_step[it] = step.t
                 trace_pairs[2 * it] = i
@@ -286,11 +383,12 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             if step.t <= 0.0:
                 status = 2
                 break
-            apply_pair(y, alpha, F, i, j, step, lo, hi)
-            dphi_a[i] = dphi(loss, alpha[i], C)
-            dphi_a[j] = dphi(loss, alpha[j], C)
-            d2phi_a[i] = d2phi(loss, alpha[i], C)
-            d2phi_a[j] = d2phi(loss, alpha[j], C)
+            move_pair(y, alpha, i, j, step, lo, hi)
+            refresh_index(loss, y, alpha, C, lo, hi, i, dphi_a, d2phi_a, member)
+            refresh_index(loss, y, alpha, C, lo, hi, j, dphi_a, d2phi_a, member)
+            e = update_and_scan(y, F, dphi_a, member, lam, s, step.t, step.row_i, step.row_j)
+            if timed:
+                lap(&clock, phase_seconds, 3)
             it += 1
     return it, gap, status
 

@@ -67,6 +67,7 @@ def solve_dual(
     lo, hi = box(loss, C, bound_eps)
     alpha, F = _start(alpha0, loss, y, lo, hi, C), np.zeros(len(y))
     evals_before = cache.n_kernel_evals
+    if loss == "logistic": cache.fill()   # every KLR alpha is interior, so every row is needed: all at once if they fit
     init_gradient(cache, y, alpha, F)
     code_loss, code_wss = LOSS_CODES[loss], WSS_CODES[wss]
     n_iter, rounds, traces, status, finished_by, run_box = 0, 0, [], 0, scheme, True
@@ -171,7 +172,7 @@ def solve_path(
     lams = np.broadcast_to(lams, (len(Cs),))
     results, start, previous_C = [], alpha0, None
     for C, lam in zip(Cs, lams):
-        if previous_C is not None: start = rescale_alpha(results[-1].alpha, previous_C, C)
+        if previous_C is not None: start = rescale_alpha(results[-1].alpha, previous_C, C, loss)
         eps = lower_bound(C, lam, bound_eps, bound_eps_mode) if loss == "logistic" else None
         results.append(solve_dual(cache, y, C, loss=loss, lam=float(lam), bound_eps=eps, alpha0=start, **options))
         previous_C = C

@@ -272,7 +272,7 @@ def test_solve_path_is_the_chain_of_warm_started_solves(loss, lam):
         eps = lower_bound(C, lams[k]) if loss == "logistic" else None
         alone = solve_dual(cache, y, C, loss=loss, lam=float(lams[k]), bound_eps=eps, tol=1e-8, alpha0=start)
         assert np.array_equal(res.alpha, alone.alpha) and res.converged
-        start = rescale_alpha(res.alpha, C, Cs[k + 1]) if k + 1 < len(Cs) else None
+        start = rescale_alpha(res.alpha, C, Cs[k + 1], loss) if k + 1 < len(Cs) else None
 
 
 def test_solve_path_rejects_mismatched_lambdas():

@@ -7,9 +7,11 @@ Docs: https://klrlab.github.io/klrlab/repro_consolo.html.md"""
 # %% auto #0
 __all__ = ['DATASETS', 'QUICK_DATASETS', 'GAMMA', 'FOLDS', 'VALIDATION', 'CONFIGS', 'NO_LAMBDA', 'IVM_CANDIDATES', 'SKLR_CONFIGS',
            'PAPER_MAX_ITER', 'CONVERGED_MAX_ITER', 'CACHE_LIMIT_MB', 'GRIDS', 'RULES', 'RUNS', 'CV', 'PROTOCOL',
-           'paper_grid', 'load_consolo', 'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio',
-           'expected_calibration_error', 'probability_metrics', 'grid_from', 'l12_fits', 'consolo_point', 'selected',
-           'fold_means', 'with_average', 'timing_rows', 'summarize_consolo', 'probability_table']
+           'HYPOTHESIS_SETS', 'FIT_VARIANTS', 'SUPPORT_COUNTS', 'TIE_RULES', 'HYPOTHESES', 'paper_grid', 'load_consolo',
+           'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio', 'expected_calibration_error',
+           'probability_metrics', 'grid_from', 'l12_fits', 'consolo_point', 'selected', 'fold_means', 'with_average',
+           'timing_rows', 'summarize_consolo', 'probability_table', 'support_counts', 'variant_model',
+           'hypothesis_fits', 'hypothesis_rows', 'hypothesis_table']
 
 # %% ../../../nbs/90_repro_consolo.ipynb #2e6539d2
 import time
@@ -347,3 +349,127 @@ CV = Experiment(
 )
 
 PROTOCOL = Protocol("consolo", "Consolo, Manno, Amaldi: sparse binary kernel logistic regression", (CV,))
+
+# %% ../../../nbs/90_repro_consolo.ipynb #f3fff3ed
+from ..harness import published
+
+# %% ../../../nbs/90_repro_consolo.ipynb #72ad64ca
+HYPOTHESIS_SETS = ["banknote", "diabetes", "ionosphere", "monk2", "sonar", "wisconsin"]
+FIT_VARIANTS = {   # how each grid point is fitted: the paper's choices one at a time, ours first
+    "ours": dict(max_iter=CONVERGED_MAX_ITER, warm=True, start="C", bound_eps_mode="absolute"),
+    "capped": dict(max_iter=PAPER_MAX_ITER, warm=True, start="C", bound_eps_mode="absolute"),
+    "paper start, cold, capped": dict(max_iter=PAPER_MAX_ITER, warm=False, start="paper", bound_eps_mode="absolute"),
+    "bound start, cold, capped": dict(max_iter=PAPER_MAX_ITER, warm=False, start="bound", bound_eps_mode="absolute"),
+    "relative gamma": dict(max_iter=CONVERGED_MAX_ITER, warm=True, start="C", bound_eps_mode="relative"),
+}
+SUPPORT_COUNTS = {   # alpha_i counts as support above this threshold, from the box's lower bound lo and C
+    "gamma": lambda lo, C: lo * (1 + 1e-9),             # ours and the paper's: alpha_i = gamma is zero
+    "gamma (1 + 1e-3)": lambda lo, C: lo * (1 + 1e-3),  # a relative tolerance on the bound
+    "gamma + 1e-3 C": lambda lo, C: lo + 1e-3 * C,      # alpha_i / C below 1e-3 counts as zero
+}
+
+def support_counts(model, prefix: str) -> dict:
+    "The model's support ratio under each SUPPORT_COUNTS threshold, as columns `<prefix>_ratio[<count>]`."
+    result = model.solver_results_[0]
+    return {f"{prefix}_ratio[{name}]": float(np.mean(result.alpha > threshold(result.info["lo"], model.C)))
+            for name, threshold in SUPPORT_COUNTS.items()}
+
+def variant_model(variant: str, C: float, lam: float, previous, n: int, warm: bool):
+    "S-KLR-2ord for one fit of a FIT_VARIANTS chain: the previous model (its kernel rows; its alpha if `warm`)."
+    settings = FIT_VARIANTS[variant]
+    model = previous if previous is not None else KernelLogisticRegression.from_preset(
+        "S-KLR-2ord", gamma=GAMMA, cache_size=full_cache_mb(n))
+    return model.set_params(C=C, lam=lam, max_iter=settings["max_iter"], start=settings["start"],
+                            bound_eps_mode=settings["bound_eps_mode"], warm_start=True if warm else "kernel")
+
+def hypothesis_fits(dataset: str, variant: str, folds=range(FOLDS), Cs=None, n_lam: int = 10) -> pd.DataFrame:
+    """The paper's (C, lambda) grid fitted as `variant` says, one row per fold and grid point: validation and test
+    accuracy, and the support ratio under every count of SUPPORT_COUNTS (validation model and full model)."""
+    data, rows = load_consolo(dataset), []
+    Cs = [10.0 ** r for r in range(-4, 5)] if Cs is None else Cs
+    for fold in folds:
+        X, y, Xt, yt, fit, val = fold_parts(data, fold, 0)
+        models = (None, None)
+        for C in Cs:
+            for k in range(n_lam):
+                lam, warm = k * C / (n_lam - 1), FIT_VARIANTS[variant]["warm"] and k > 0
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)       # recorded as `converged`
+                        warnings.simplefilter("ignore", SaturationWarning)        # lam = C is on the paper's grid
+                        models = tuple(variant_model(variant, C, lam, m, len(part), warm).fit(X[part], y[part])
+                                       for m, part in zip(models, (fit, np.arange(len(y)))))
+                except ValueError as e:
+                    if "infeasible" not in str(e): raise
+                    models = (None, None)                                         # the next C starts afresh
+                    continue
+                val_model, full_model = models
+                rows.append(dict(dataset=dataset, variant=variant, fold=fold, C=C, k=k, lam=lam,
+                                 val_accuracy=float(np.mean(val_model.predict(X[val]) == y[val])),
+                                 test_accuracy=float(np.mean(full_model.predict(Xt) == yt)),
+                                 n_train=len(y), n_test=len(yt), converged=bool(full_model.converged_),
+                                 **support_counts(val_model, "val"), **support_counts(full_model, "test")))
+    return pd.DataFrame(rows)
+
+# %% ../../../nbs/90_repro_consolo.ipynb #b15ceba5
+TIE_RULES = {   # (best, sparsest of 3) on grid points in grid order (C, then lambda, increasing)
+    "sparser": (lambda g, acc, ratio: select_best(g, acc, tie_break=ratio),
+                lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3)),
+    "grid order": (lambda g, acc, ratio: select_best(g, acc),
+                   lambda g, acc, ratio: sparsest_of_top(g, acc, ratio, 3, ties="first")),
+    "last grid point": (lambda g, acc, ratio: select_best(g.iloc[::-1], acc),
+                        lambda g, acc, ratio: sparsest_of_top(g.iloc[::-1], acc, ratio, 3, ties="first")),
+}
+# (hypothesis, what changes from ours, fits, support count, ties, grid restriction, ratio's denominator)
+HYPOTHESES = [
+    ("-", "ours: converged, warm along lambda, start C, absolute gamma", "ours", "gamma", "sparser", "all", "train"),
+    ("a", "the paper's 10^4-iteration cap (our warm chain)", "capped", "gamma", "sparser", "all", "train"),
+    ("a", "the paper's start 1/m_k, every fit cold, cap 10^4", "paper start, cold, capped", "gamma", "sparser", "all",
+     "train"),
+    ("a", "start at the lower bound gamma, every fit cold, cap 10^4", "bound start, cold, capped", "gamma", "sparser",
+     "all", "train"),
+    ("b", "relative gamma = 1e-5 C", "relative gamma", "gamma", "sparser", "all", "train"),
+    ("c", "support: alpha > gamma (1 + 1e-3)", "ours", "gamma (1 + 1e-3)", "sparser", "all", "train"),
+    ("c", "support: alpha > gamma + 1e-3 C", "ours", "gamma + 1e-3 C", "sparser", "all", "train"),
+    ("c", "ratio over all N points (train + test)", "ours", "gamma", "sparser", "all", "all"),
+    ("d", "ties to the grid order (the first point)", "ours", "gamma", "grid order", "all", "train"),
+    ("d", "ties to the last grid point (largest C, lambda)", "ours", "gamma", "last grid point", "all", "train"),
+    ("d", "lambda > 0 only (the grid without k = 0)", "ours", "gamma", "sparser", "lambda > 0", "train"),
+]
+
+def hypothesis_rows(fits: pd.DataFrame) -> pd.DataFrame:
+    """Per hypothesis, dataset and fold: the test accuracy and support ratio of the point each rule selects, on
+    validation (Table 2) and on the test fold (Table 5's protocol); hypotheses whose fits are missing are left out."""
+    rows = []
+    for number, change, variant, count, ties, grid, denominator in HYPOTHESES:
+        part = fits[fits.variant == variant]
+        if grid == "lambda > 0": part = part[part.k > 0]
+        for (dataset, fold), g in part.sort_values(["C", "k"]).groupby(["dataset", "fold"]):
+            scale = g.n_train / (g.n_train + g.n_test) if denominator == "all" else 1.0
+            g = g.assign(val_ratio=g[f"val_ratio[{count}]"], test_ratio=g[f"test_ratio[{count}]"] * scale)
+            row = dict(hypothesis=number, change=change, dataset=dataset, fold=fold,
+                       capped_share=1.0 - float(g.converged.mean()))             # fits stopped by the cap
+            for on, table in (("val", "table2"), ("test", "table5")):
+                for rule, choose in zip(("best", "s3"), TIE_RULES[ties]):
+                    chosen = choose(g, f"{on}_accuracy", f"{on}_ratio")
+                    row[f"{table} {rule} ratio"] = float(chosen.test_ratio)
+                    row[f"{table} {rule} accuracy"] = float(chosen.test_accuracy)
+                    row[f"{table} {rule} capped"] = float(not chosen.converged)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+def hypothesis_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per hypothesis: the mean over datasets (of the fold means) of each selected ratio and accuracy, beside the
+    paper's mean over the same datasets (S-KLR, Tables 2 and 5)."""
+    per_set = rows.groupby(["hypothesis", "change", "dataset"], sort=False).mean(numeric_only=True)
+    per_set = per_set.drop(columns="fold")
+    table = per_set.groupby(["hypothesis", "change"], sort=False).mean()
+    datasets = sorted(rows.dataset.unique())
+    for name in ("table2", "table5"):
+        paper = published("consolo", name).query("method == 'S-KLR' and dataset in @datasets")
+        for rule in ("best", "s3"):
+            for metric in ("ratio", "accuracy"):
+                value = paper[(paper.selection == rule) & (paper.metric == metric)].value
+                assert len(value) == len(datasets), f"the paper's {name} lacks a dataset"
+                table[f"paper {name} {rule} {metric}"] = value.mean()
+    return table
