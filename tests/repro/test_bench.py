@@ -265,3 +265,18 @@ def test_fair_questions_see_features_scaled_to_the_unit_interval(monkeypatch):
     assert X01.min() == 0 and X01.max() == 1
     oracle = KernelLogisticRegression(C=1.0, gamma=0.5, tol=1e-3).fit(X01, y)
     assert klr.n_iter == oracle.n_iter_ and klr.test_accuracy == oracle.score(X01_test, y_test)
+
+
+def test_the_floor_computes_every_kernel_row_once_also_in_blocks(monkeypatch):
+    import sklearn.metrics.pairwise as pairwise
+    X = np.random.default_rng(0).random((50, 3))
+    rows = []
+    real = pairwise.rbf_kernel
+    def counting(A, B, gamma):
+        rows.append((len(A), len(B))); return real(A, B, gamma=gamma)
+    monkeypatch.setattr(pairwise, "rbf_kernel", counting)
+    monkeypatch.setattr(bench_module, "FLOOR_BLOCK_BYTES", 8 * 50 * 7)     # blocks of 7 rows
+    wall, cpu = bench_module.kernel_floor(X, 0.5, repeats=1)
+    per_matrix = rows[: len(rows) // 2]                                      # the warm-up, then the timed matrix
+    assert sum(a for a, _ in per_matrix) == 50 and all(b == 50 for _, b in rows) and max(a for a, _ in rows) == 7
+    assert wall > 0 and cpu >= 0
