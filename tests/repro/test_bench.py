@@ -15,6 +15,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.svm import SVC
 
 import klrlab.repro.bench as bench_module
+from klrlab.config import load_settings
 from klrlab import KernelLogisticRegression
 from klrlab.cli import main
 from klrlab.datasets import make_twonorm
@@ -56,7 +57,10 @@ def test_fixed_C_records_have_every_field_and_every_method_at_every_C_and_tolera
 def test_fixed_C_is_fair_same_data_width_and_C_for_every_method(fixed_records):
     frame = pd.DataFrame(fixed_records)
     for _, part in frame.groupby(["C", "tol"]):
-        assert part[["n_train", "n_test", "n_features", "gamma", "cache_mb"]].nunique().eq(1).all()
+        assert part[["n_train", "n_test", "n_features", "gamma"]].nunique().eq(1).all()
+    # each method's own cache: KLR the lab setting (it reads every row), LIBSVM its 200 MB (its support vectors' rows)
+    assert frame[frame.method == "klrlab KLR"].cache_mb.eq(load_settings().cache_size).all()
+    assert frame[frame.method != "klrlab KLR"].cache_mb.eq(200).all()
     assert frame.gamma.eq(0.5).all() and frame.floor_seconds.nunique() == 1 and (frame.floor_seconds > 0).all()
     assert (frame.median_seconds > 0).all() and frame.seconds.map(len).eq(1).all()
     assert np.allclose(frame[frame.method == "sklearn SVC"].ratio_to_svc, 1.0)
