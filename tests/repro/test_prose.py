@@ -27,6 +27,13 @@ ALLOWED = {
         # the grid's first step and the safe step's formula
         "$\\lambda = C/9$", "$\\lambda \\ge C/9$", "$k \\ge 1$", "$1/L$", "$L = \\frac{C}{4}\\|[K\\ 1]\\|_2^2$",
         "$10^{-3}$", "ratio of 0", "ratio is 0", "towards 1", "near 1",
+        # the sparsity-gap section: the paper's start, cap and grid, the alternative thresholds, monk2's definition,
+        # each asserted beside its text
+        "$\\alpha_i = 1/m_k$", "from $1/m_k$,", "start $1/m_k$,", "stops at $10^4$ iterations", "$10^4$ iterations",
+        "(ten values $kC/9$)", "$9 \\times 10$ grid", "on 95 % (validation)", "$\\alpha_i < 10^{-3}C$",
+        "validation splits of 5 %", "within 0.005 of the fold's best", "0.05 of the paper's",
+        "$3 \\cdot 3 \\cdot 2 \\cdot 3 \\cdot 4 \\cdot 2 = 432$", "432 × 6", "all 432 points", "169-point",
+        "σ = 1 Gaussian",
     ],
     "91_repro_keerthi.ipynb": NOTATION + [
         "500 MHz", "realisation 1", "1000/2175", "10×10", "20×20",
