@@ -80,6 +80,11 @@ cdef inline double l1_distance(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t 
     return s
 
 
+def matrix_megabytes(Py_ssize_t n_samples):
+    "The memory of the whole n x n kernel matrix in float64 (MB): the cache size at which `KernelCache.fill` applies."
+    return 8.0 * n_samples * n_samples / BYTES_PER_MB
+
+
 def row_capacity(Py_ssize_t n_samples, double cache_size):
     """Rows an LRU cache of `cache_size` MB holds for `n_samples` points: at least 2, at most n_samples.
 
@@ -242,7 +247,7 @@ cdef class KernelCache:
             view = self._buffer_ref.view()
         else:
             raise ValueError(f"cache_size={self.cache_size} MB holds {self.capacity} of the {self.n_samples} rows; "
-                             f"the whole matrix needs {8.0 * self.n_samples ** 2 / BYTES_PER_MB:.0f} MB")
+                             f"the whole matrix needs {matrix_megabytes(self.n_samples):.0f} MB")
         view.flags.writeable = False
         return view
 

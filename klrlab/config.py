@@ -88,15 +88,15 @@ def _path(value: str, base: Path) -> Path:
     path = Path(value).expanduser()
     return path if path.is_absolute() else (base / path)
 
-def _int(key: str, value: str, origin: str) -> int:
-    try: return int(value)
-    except ValueError:
-        raise SettingsError(f"{key} = {value!r} (from {origin}) is not an integer") from None
+_NUMERIC_KEYS = {"seed": int, "n_jobs": int, "cache_size": float}   # the settings read as numbers, and as which
 
-def _float(key: str, value: str, origin: str) -> float:
-    try: return float(value)
+def _number(key: str, value: str, origin: str):
+    "`value` as the number `key` takes (_NUMERIC_KEYS), or a SettingsError naming the key and where it came from."
+    kind = _NUMERIC_KEYS[key]
+    try: return kind(value)
     except ValueError:
-        raise SettingsError(f"{key} = {value!r} (from {origin}) is not a number") from None
+        what = "an integer" if kind is int else "a number"
+        raise SettingsError(f"{key} = {value!r} (from {origin}) is not {what}") from None
 
 _SCHEDULER_RE = re.compile(r"^(local|(tcp|tls|inproc|ucx)://\S+|[\w.\-]+:\d+)$")
 
@@ -124,10 +124,8 @@ def _parse(key: str, raw: str, base: Path, origin: str):
         return _path(raw, base)
     if key == "mirrors":
         return tuple(_path(p, base) for p in raw.split(os.pathsep) if p.strip())
-    if key in ("seed", "n_jobs"):
-        return _check(key, _int(key, raw, origin), origin)
-    if key == "cache_size":
-        return _check(key, _float(key, raw, origin), origin)
+    if key in _NUMERIC_KEYS:
+        return _check(key, _number(key, raw, origin), origin)
     return _check(key, raw, origin)
 
 # %% ../nbs/00_config.ipynb #2c2fce66

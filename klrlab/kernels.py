@@ -6,8 +6,7 @@ Docs: https://klrlab.github.io/klrlab/kernels.html.md"""
 
 # %% auto #0
 __all__ = ['KERNELS', 'gamma_from_sigma', 'sigma_from_gamma', 'check_matrix', 'linear_kernel', 'polynomial_kernel',
-           'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'check_precomputed_kernel',
-           'matrix_megabytes', 'time_cache']
+           'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'check_precomputed_kernel', 'time_cache']
 
 # %% ../nbs/01_kernels.ipynb #fb1122fc
 import time
@@ -18,7 +17,7 @@ import numpy as np
 from scipy.linalg import cholesky, eigvalsh
 from scipy.sparse.linalg import eigsh
 
-from ._kernels import KERNEL_CODES, KernelCache, replay, row_capacity
+from ._kernels import KERNEL_CODES, KernelCache, matrix_megabytes, replay, row_capacity
 
 # %% ../nbs/01_kernels.ipynb #d5cbfc2b
 KERNELS = tuple(KERNEL_CODES)
@@ -268,14 +267,6 @@ def check_precomputed_kernel(
                          f"eigenvalue is below -{shift:.3g} (largest {largest:.3g}); the dual problems need a PSD "
                          "kernel") from None
     return K
-
-# %% ../nbs/01_kernels.ipynb #b60707ed
-def matrix_megabytes(
-    n_samples: int,  # the number of training points
-) -> float:  # MB
-    "The memory of the whole n x n kernel matrix in float64: the cache size at which `KernelCache.fill` applies."
-    return 8.0 * n_samples**2 / 2**20
-
 
 # %% ../nbs/01_kernels.ipynb #cf664fc1
 def time_cache(

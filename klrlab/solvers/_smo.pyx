@@ -37,12 +37,11 @@ cdef inline double now() noexcept nogil:
     return t.tv_sec + 1e-9 * t.tv_nsec
 
 
-cdef inline double lap(double* clock, double[::1] seconds, int phase) noexcept nogil:
+cdef inline void lap(double* clock, double[::1] seconds, int phase) noexcept nogil:
     "Add the time since *clock to seconds[phase] and restart the clock."
     cdef double t = now()
     seconds[phase] += t - clock[0]
     clock[0] = t
-    return t
 
 
 cdef inline double dphi(int loss, double a, double C) noexcept nogil:
@@ -206,6 +205,14 @@ cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] 
     member[k] = membership(y[k], alpha[k], lo, hi)
 
 
+cdef inline Extremes no_extremes() noexcept nogil:
+    "Extremes before any point is seen: no index, m = -inf, M = +inf (as numbers the scores never reach)."
+    cdef Extremes e
+    e.i = e.j = -1
+    e.m, e.M = -1e300, 1e300
+    return e
+
+
 cdef inline void consider(Extremes* e, Py_ssize_t k, double s, unsigned char member) noexcept nogil:
     if (member & 1) and s > e.m:
         e.m = s
@@ -218,10 +225,8 @@ cdef inline void consider(Extremes* e, Py_ssize_t k, double s, unsigned char mem
 cdef Extremes scan_scores(const double[::1] y, const double[::1] F, const double[::1] dphi_a,
                           const unsigned char[::1] member, double lam, double[::1] s) noexcept nogil:
     "Every score s_k into s, and the extremes m (over I_up) and M (over I_low) with their indices."
-    cdef Extremes e
+    cdef Extremes e = no_extremes()
     cdef Py_ssize_t k
-    e.i = e.j = -1
-    e.m, e.M = -1e300, 1e300
     for k in range(y.shape[0]):
         s[k] = cached_score(F[k], y[k], dphi_a[k], lam)
         consider(&e, k, s[k], member[k])
@@ -233,10 +238,8 @@ cdef Extremes update_and_scan(const double[::1] y, double[::1] F, const double[:
                               const double* row_i, const double* row_j) noexcept nogil:
     """F += t (K_i - K_j) fused with the next selection's scan: one pass over the points per step instead of two
     (the same arithmetic as apply_pair followed by scan_scores, so the same bits)."""
-    cdef Extremes e
+    cdef Extremes e = no_extremes()
     cdef Py_ssize_t k
-    e.i = e.j = -1
-    e.m, e.M = -1e300, 1e300
     for k in range(y.shape[0]):
         F[k] += t * (row_i[k] - row_j[k])
         s[k] = cached_score(F[k], y[k], dphi_a[k], lam)

@@ -27,6 +27,7 @@ from sklearn.svm import SVC
 
 from ...bounds import SaturationWarning
 from ...datasets import load
+from ...kernels import matrix_megabytes
 from ...klr import HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression, fit_half_thresholding_many
 from ..harness import Experiment, Protocol, SkipPoint, select_best, sparsest_of_top
 
@@ -90,7 +91,7 @@ def fold_parts(data, fold: int, seed: int):
 # %% ../../../nbs/90_repro_consolo.ipynb #a666906d
 def full_cache_mb(n: int) -> float:
     "A kernel cache (MB) that holds all n rows, up to CACHE_LIMIT_MB."
-    return min(CACHE_LIMIT_MB, 8.0 * n * n / 2 ** 20 + 1.0)
+    return min(CACHE_LIMIT_MB, matrix_megabytes(n) + 1.0)
 
 def make_model(config: str, C: float, lam: float, state, n: int, warm: bool = True):
     """The cell's estimator on n points: the chain's previous model, warm-started from its alpha if `warm`, else only
