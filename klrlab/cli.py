@@ -169,7 +169,9 @@ def cmd_bench(
         shown, base = {"klr": (["ratio_to_klr", "test_logloss", "test_brier"], "KLR"),
                        "svm": (["ratio_to_svc", "test_accuracy", "n_support", "certificate"], "sklearn SVC"),
                        "linear": (["ratio_to_sparse_svc", "train_accuracy", "test_accuracy", "n_support", "s_final"],
-                                  "klrlab SparseSVC")}[args.family]
+                                  "klrlab SparseSVC"),
+                       "path": (["question", "ratio_to_path", "ratio_to_grid_search", "chosen_C", "path_cv_error",
+                                 "own_cv_error"], "klrlab SVCPath / GridSearchCV")}[args.family]
         columns = [c for c in ["dataset", "method", "n_train", "C", "tol", "median_seconds", *shown] if c in table]
         _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
@@ -273,7 +275,7 @@ def _add_repro(sub) -> None:
 def _add_bench(sub) -> None:
     bench = sub.add_parser(
         "bench",
-        help="time klrlab's KLR, Frank-Wolfe SVMs or sparse SVM against LIBSVM/LIBLINEAR anchors in the same run",
+        help="time klrlab's KLR, Frank-Wolfe SVMs, sparse SVM or SVM path against LIBSVM/LIBLINEAR anchors in the same run",
         description="Every process of the benchmark runs on one thread (OMP_NUM_THREADS=1 before libsvm-official is "
         "imported, BLAS held to one thread). --family klr (default), two questions on Keerthi's and Consolo's sets: "
         "(a) fixed C: klrlab's KernelLogisticRegression, scikit-learn's SVC and libsvm-official's svm_train at each "
@@ -290,15 +292,19 @@ def _add_bench(sub) -> None:
         "reference code's heuristics, at Zhou's Table IV settings) against LinearSVC (LIBLINEAR -s 3 hinge dual, "
         "-s 2 squared hinge primal, at their default eps), the same through liblinear-official when installed, and "
         "SVC(kernel='linear') up to 20 000 training points; report median seconds, ratios to SparseSVC, training "
-        "and test accuracy and support size. Writes OUT/RECORD.json (default bench-<family>-<time>) with the "
+        "and test accuracy and support size. --family path: on Ong et al.'s Tables II-III sets (standardised, RBF "
+        "gamma 2), the whole SVCPath against 100 fits over C in [1e-4, 1e3] (scikit-learn's SVC cold, klrlab's SMO "
+        "warm-started), and the exact path cross-validation plus the final path against GridSearchCV(SVC) over 30 "
+        "C with the same 5 folds: times, ratios, each route's chosen C and CV error. Writes OUT/RECORD.json (default bench-<family>-<time>) with the "
         "environment (versions, git commit), parameters, records and skipped sets.",
     )
-    bench.add_argument("--family", choices=["klr", "svm", "linear"], default="klr",
+    bench.add_argument("--family", choices=["klr", "svm", "linear", "path"], default="klr",
                        help="klr (KLR against its anchors; default), svm (Frank-Wolfe SVMs against LIBSVM) or "
-                            "linear (SparseSVC against LIBLINEAR)")
+                            "linear (SparseSVC against LIBLINEAR) or path (SVCPath against C sweeps and GridSearchCV)")
     bench.add_argument(
         "--datasets", metavar="NAMES", help="comma-separated dataset names (default: Keerthi's and Consolo's sets; "
-        "for --family svm Frandi's a1a, a3a, w1a, w3a; for --family linear a7a, a8a, a9a, zhou-example41)"
+        "for --family svm Frandi's a1a, a3a, w1a, w3a; for --family linear a7a, a8a, a9a, zhou-example41; for --family path Ong's sonar, heart, ionosphere, wbc, "
+        "monk1-3, diabetes, german)"
     )
     bench.add_argument("--scaling", metavar="NAMES", help="--family klr: scaling sets, reported apart from the bench "
                        "sets' medians: comma-separated, or all (a1a-a8a and ijcnn1, with their own test files)")
@@ -307,7 +313,7 @@ def _add_bench(sub) -> None:
                        "SparseSVC keeps Zhou's)")
     bench.add_argument("--kernel", choices=["rbf", "linear"], help="kernel (default rbf; linear for --family linear)")
     bench.add_argument("--gamma", metavar="GAMMA", help="the RBF width: a number or scale (1 / (p var X)); default "
-                       "0.5 for --family klr, scale for --family svm")
+                       "0.5 for --family klr, scale for --family svm, 2 for --family path (Ong's sigma = 0.5)")
     bench.add_argument("--tol", metavar="VALUES", help="stopping tolerance of KLR and LIBSVM: comma-separated for "
                        "--family klr (default 1e-3,1e-5: LIBSVM's default and a matched tighter one), one value "
                        "otherwise (default 1e-3)")

@@ -9,11 +9,13 @@ __all__ = ['FrankWolfeSVC', 'SparseSVC', 'SVCPath', 'cv_path']
 
 # %% ../nbs/23_svm.ipynb #820a7807
 from dataclasses import replace
+from itertools import combinations
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from .base import BaseKernelClassifier
@@ -195,7 +197,7 @@ class SVCPath(BaseKernelClassifier):
         "kkt_tol": [Interval(Real, 0, None, closed="neither")],
         "max_breakpoints": [Interval(Integral, 1, None, closed="left")],
     }
-    _binary_only = True
+    _multiclass = "ovo"          # one path per pair of classes, max-wins voting, as LIBSVM
 
     def __init__(
         self,
@@ -218,23 +220,38 @@ class SVCPath(BaseKernelClassifier):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        "Compute the path on training data `X` (or a precomputed kernel) and binary labels `y`."
+        "Compute the path (one per pair of classes for more than two) on `X` (or a precomputed kernel) and labels `y`."
         if not self.lambda_min < self.lambda_max:
             raise ValueError(f"lambda_min={self.lambda_min!r} must be smaller than lambda_max={self.lambda_max!r}")
         self._check_C(self.C, "C")
         self._fit(X, y)
-        self._store_path(self.solver_results_[0].info["breakpoints"], X, y)
+        self._store_path(X, y)
         return self
 
-    def _store_path(self, breakpoints: dict, X, y) -> None:
-        "The whole path as fitted attributes: `path_` (lambda, C, alpha_hat, alpha0 per breakpoint) and its points."
-        self.path_ = dict(breakpoints, **{"lambda": breakpoints["lam"], "C": 1.0 / breakpoints["lam"]})
-        del self.path_["lam"]
-        used = np.flatnonzero((breakpoints["alpha_hat"] != 0).any(0))     # every point the path ever weights
+    def _problems(self, y) -> list:
+        "(rows, signs) of each binary problem, as the fit posed them: all points with classes_[1] as +1, or one pair."
+        y = np.asarray(y).ravel()
+        if len(self.classes_) == 2: return [(np.arange(len(y)), np.where(y == self.classes_[1], 1.0, -1.0))]
+        pairs = [np.flatnonzero((y == a) | (y == b)) for a, b in combinations(self.classes_, 2)]
+        return [(rows, np.where(y[rows] == self.classes_[a], 1.0, -1.0))
+                for rows, (a, _) in zip(pairs, combinations(range(len(self.classes_)), 2))]
+
+    def _store_path(self, X, y) -> None:
+        """The whole path as fitted attributes: `path_` (lambda, C, alpha_hat, alpha0_hat, sets per breakpoint; for
+        more than two classes a list of them, one per pair as `combinations(classes_, 2)` orders them) and
+        `path_support_`, every point some path ever weights."""
+        paths, parts = [], []
+        for result, (rows, signs) in zip(self.solver_results_, self._problems(y)):
+            bp = result.info["breakpoints"]
+            paths.append({k: v for k, v in bp.items() if k != "lam"} | {"lambda": bp["lam"], "C": 1.0 / bp["lam"]})
+            used = np.flatnonzero((bp["alpha_hat"] != 0).any(0))      # pair-local indices of the weighted points
+            parts.append((used, rows[used], signs[used]))
+        self.path_ = paths[0] if len(paths) == 1 else paths
+        self.path_support_ = np.unique(np.concatenate([global_ for _, global_, _ in parts]))
+        self._path_parts = [(local, np.searchsorted(self.path_support_, global_), signs)
+                            for local, global_, signs in parts]
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
-        self.path_support_ = used
-        self._path_signs = np.where(np.asarray(y)[used] == self.classes_[1], 1.0, -1.0)
-        self._path_vectors = X[used] if self.kernel != "precomputed" else None
+        self._path_vectors = X[self.path_support_] if self.kernel != "precomputed" else None
 
     def _check_C(self, C, name) -> np.ndarray:
         "C as a 1-D float array inside the path's range, or a ValueError naming `name`."
@@ -252,29 +269,49 @@ class SVCPath(BaseKernelClassifier):
         a, a0 = path_at(res.info["breakpoints"], 1.0 / self.C)
         return replace(res, alpha=a[0] * self.C, bias=-a0[0] * self.C)
 
+    def _path_scores(self, X, Cs) -> np.ndarray:
+        "f(x) of every binary problem at every C in Cs: (n, n_problems, len(Cs))."
+        paths = [self.path_] if isinstance(self.path_, dict) else self.path_
+        coef = np.zeros((len(self.path_support_), len(paths) * len(Cs)))
+        bias = np.zeros(len(paths) * len(Cs))
+        for k, (path, (local, at, signs)) in enumerate(zip(paths, self._path_parts)):
+            A, a0 = path_at({"lam": path["lambda"], "alpha_hat": path["alpha_hat"], "alpha0_hat": path["alpha0_hat"]},
+                            1.0 / Cs)
+            columns = slice(k * len(Cs), (k + 1) * len(Cs))
+            coef[at, columns] = (A[:, local] * signs).T * Cs
+            bias[columns] = -a0 * Cs
+        if self.kernel == "precomputed": scores = X[:, self.path_support_] @ coef
+        else: scores = self._kernel.dot(X, self._path_vectors, coef)
+        return (scores + bias).reshape(len(X), len(paths), len(Cs))
+
     def decision_function(self, X, C=None):
-        "f(x) at the estimator's C, or at each C given (scalar: (n,); array: (n, len(C)))."
+        """f(x) at the estimator's C, or at each C given: for two classes (n,) for a scalar C, (n, len(C)) for an
+        array; for more than two, the pairs' votes as `SVC` reports them, (n, n_classes) or (n, n_classes, len(C))."""
         if C is None: return super().decision_function(X)
         check_is_fitted(self)
         Cs = self._check_C(C, "C")
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
-        A, a0 = path_at(self.path_ | {"lam": self.path_["lambda"]}, 1.0 / Cs)
-        coef = (A[:, self.path_support_] * self._path_signs).T * Cs              # (n_used, len(C))
-        if self.kernel == "precomputed": scores = X[:, self.path_support_] @ coef
-        else: scores = self._kernel.dot(X, self._path_vectors, coef)
-        scores = scores - a0 * Cs
-        return scores[:, 0] if np.ndim(C) == 0 else scores
+        scores = self._path_scores(X, Cs)
+        if len(self.classes_) == 2: scores = scores[:, 0, :]
+        else: scores = np.stack([_ovr_decision_function(s < 0, -s, len(self.classes_)) for s in
+                                 np.moveaxis(scores, 2, 0)], axis=2)
+        return scores[..., 0] if np.ndim(C) == 0 else scores
 
     def predict(self, X, C=None):
         "The class at the estimator's C, or at each C given (scalar: (n,); array: (n, len(C)))."
         if C is None: return super().predict(X)
-        return self.classes_[(self.decision_function(X, C) > 0).astype(int)]
+        scores = self.decision_function(X, C)
+        if len(self.classes_) == 2: return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
 
 # %% ../nbs/23_svm.ipynb #0a3ce258
 def _decision_path(model, X) -> np.ndarray:
-    "lambda f(x) at every breakpoint of a fitted SVCPath: (n, n_breakpoints), affine in lambda between breakpoints."
+    "lambda f(x) at every breakpoint of a fitted two-class SVCPath: (n, n_breakpoints), affine in lambda between them."
     X = validate_data(model, X, dtype=np.float64, order="C", reset=False)
-    coef = (model.path_["alpha_hat"][:, model.path_support_] * model._path_signs).T
+    local, at, signs = model._path_parts[0]
+    coef = np.zeros((len(model.path_support_), len(model.path_["lambda"])))
+    coef[at] = (model.path_["alpha_hat"][:, local] * signs).T
     K_used = X[:, model.path_support_] if model.kernel == "precomputed" else model._kernel(X, model._path_vectors)
     return K_used @ coef - model.path_["alpha0_hat"]
 
@@ -297,6 +334,7 @@ def cv_path(
     from sklearn.base import clone
     from sklearn.model_selection import check_cv
     X, y = np.asarray(X), np.asarray(y)
+    if len(np.unique(y)) != 2: raise ValueError(f"y has {len(np.unique(y))} classes; cv_path takes two")
     splitter = check_cv(cv, y, classifier=True)
     folds, roots = [], [np.array([estimator.lambda_max, estimator.lambda_min], dtype=np.float64)]
     for train, test in splitter.split(X, y):

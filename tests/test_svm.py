@@ -335,11 +335,34 @@ def test_svcpath_bad_parameters_are_named(bad, name):
         SVCPath(**bad).fit(X, y)
 
 
-def test_svcpath_refuses_more_than_two_classes():
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_svcpath_multiclass_is_libsvm_one_vs_one_at_every_C(kernel):
+    from sklearn.preprocessing import StandardScaler
     X, y = load_iris(return_X_y=True)
-    with pytest.raises(ValueError, match="Only binary classification is supported"):
-        SVCPath().fit(X, y)
-    assert not SVCPath().__sklearn_tags__().classifier_tags.multi_class
+    X = StandardScaler().fit_transform(X)
+    labels = np.array(["setosa", "versicolor", "virginica"])[y]
+    k = Kernel("rbf", gamma=0.5)
+    fit_X, test_X, svc_kw = (k(X), k(X[::3], X), dict(kernel="precomputed")) if kernel == "precomputed" else (
+        X, X[::3], dict(gamma=0.5))
+    model = SVCPath(C=2.0, **svc_kw).fit(fit_X, labels)
+    assert model.__sklearn_tags__().classifier_tags.multi_class
+    assert isinstance(model.path_, list) and len(model.path_) == 3                 # one path per pair of classes
+    Cs = np.array([0.01, 1.0, 2.0, 100.0])
+    votes, predicted = model.decision_function(test_X, C=Cs), model.predict(test_X, C=Cs)
+    assert votes.shape == (50, 3, 4) and predicted.shape == (50, 4)
+    for j, C in enumerate(Cs):
+        svc = SVC(C=C, tol=1e-9, **svc_kw).fit(fit_X, labels)
+        np.testing.assert_allclose(votes[:, :, j], svc.decision_function(test_X), atol=1e-5)
+        np.testing.assert_array_equal(predicted[:, j], svc.predict(test_X))
+    np.testing.assert_allclose(model.decision_function(test_X), votes[:, :, 2], atol=1e-9)   # the model's own C
+    np.testing.assert_array_equal(model.predict(test_X, C=2.0), model.predict(test_X))
+
+
+def test_cv_path_needs_two_classes():
+    from klrlab.svm import cv_path
+    X, y = load_iris(return_X_y=True)
+    with pytest.raises(ValueError, match="3 classes; cv_path takes two"):
+        cv_path(SVCPath(), X, y)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "precomputed"])

@@ -7,12 +7,13 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 # %% auto #0
 __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLERANCES', 'FLOOR_BLOCK_BYTES', 'CALIBRATION_GRID',
            'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N',
-           'LIBLINEAR_EPS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS',
-           'LINEAR_EXAMPLE41_M', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS',
+           'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS',
+           'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
+           'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS',
            'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma',
            'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
-           'bench_svm_dataset', 'bench_linear_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline',
-           'read_bench_records']
+           'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
+           'calibrated_table', 'headline', 'read_bench_records']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -504,6 +505,97 @@ def bench_linear_dataset(
             **_linear_scores(method, model, X, y, X_test, y_test)))
     return records
 
+# %% ../../nbs/81_bench.ipynb #70a30437
+PATH_GAMMA = 2.0              # the paper's Gaussian width sigma = 0.5 on standardised features: gamma = 1 / (2 sigma^2)
+PATH_SWEEP_SIZE = 100         # the C values of the sweep that the whole path stands in for
+PATH_GRID_SIZE = 30           # GridSearchCV's C values (issue 25)
+PATH_FOLDS = 5
+
+def _path_range() -> tuple:
+    "The C range of Ong et al.'s experiments, [1/lambda_max, 1/lambda_min] = [1e-4, 1e3]."
+    from klrlab.repro.papers.ong import LAMBDA_MAX, LAMBDA_MIN
+    return 1.0 / LAMBDA_MAX, 1.0 / LAMBDA_MIN
+
+def _warm_smo_sweep(X, y, Cs, gamma: float, tol: float) -> list:
+    "Our SMO engine's C-SVM at each C of the increasing `Cs`, each fit warm-started from the last; the results."
+    from klrlab.dual import rescale_alpha
+    from klrlab.kernels import Kernel
+    from klrlab.solvers.smo import solve_dual
+    cache = Kernel("rbf", gamma=gamma).cache(X)
+    signs = np.where(y == np.unique(y)[1], 1.0, -1.0)
+    results, previous = [], None
+    for C in Cs:
+        start = None if previous is None else rescale_alpha(previous.alpha, previous_C, C)
+        previous, previous_C = solve_dual(cache, signs, C, loss="hinge", lam=1.0, tol=tol, alpha0=start), C
+        results.append(previous)
+    return results
+
+def _path_methods(X, y, gamma: float, tol: float, folds) -> dict:
+    "The fits of the path family, each a zero-argument callable returning what it made."
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVC
+    from klrlab.svm import SVCPath, cv_path
+    low, high = _path_range()
+    sweep, grid = np.geomspace(low, high, PATH_SWEEP_SIZE), np.geomspace(low, high, PATH_GRID_SIZE)
+    path = lambda C=1.0: SVCPath(C=C, kernel="rbf", gamma=gamma, lambda_max=1 / low, lambda_min=1 / high)
+    def path_cv():
+        curve = cv_path(path(), X, y, cv=folds)
+        return curve, path(curve["best_C"]).fit(X, y)
+    return {
+        "klrlab SVCPath": lambda: path().fit(X, y),
+        f"sklearn SVC x{PATH_SWEEP_SIZE}": lambda: [SVC(C=C, gamma=gamma, tol=tol).fit(X, y) for C in sweep],
+        f"klrlab SMO x{PATH_SWEEP_SIZE}, warm-started": lambda: _warm_smo_sweep(X, y, sweep, gamma, tol),
+        "klrlab cv_path + SVCPath": path_cv,
+        f"GridSearchCV(SVC, {PATH_GRID_SIZE} C)": lambda: GridSearchCV(SVC(gamma=gamma, tol=tol), {"C": grid}, cv=folds,
+                                                                       n_jobs=1).fit(X, y),
+    }
+
+def _curve_error_at(curve: dict, C: float) -> float:
+    "The exact path CV error at C (the curve is constant on each [C_from, C_to))."
+    inside = np.flatnonzero((curve["C_from"] <= C) & (C <= curve["C_to"]))
+    return float(curve["error"][inside[0]]) if len(inside) else float("nan")
+
+def bench_path_dataset(
+    name: str,
+    X,
+    y,  # binary labels
+    gamma: float = PATH_GAMMA,  # the Gaussian kernel's gamma
+    tol: float = 1e-3,  # LIBSVM's (and the warm SMO sweep's) tolerance
+    repeats: int = 3,
+    seed: int = 0,  # the folds' seed
+) -> list:
+    """The whole path against a C sweep, and the exact path CV against GridSearchCV, on one dataset: one record per
+    method (seconds are medians on one thread; the CV records carry each route's chosen C and CV errors)."""
+    from sklearn.model_selection import StratifiedKFold
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
+    folds = list(StratifiedKFold(PATH_FOLDS, shuffle=True, random_state=seed).split(X, y))
+    records, found = [], {}
+    for method, fit in _path_methods(X, y, gamma, tol, folds).items():
+        seconds, found[method] = single_thread_median(fit, repeats)
+        question = "cv" if method.startswith(("klrlab cv_path", "GridSearchCV")) else "path"
+        records.append(dict(dataset=name, method=method, question=question, n_train=len(y), n_features=X.shape[1],
+                            kernel="rbf", gamma=gamma, tol=tol, repeats=repeats, median_seconds=seconds))
+    path_model = found["klrlab SVCPath"]
+    curve, _ = found["klrlab cv_path + SVCPath"]
+    search = found[f"GridSearchCV(SVC, {PATH_GRID_SIZE} C)"]
+    sweep_seconds = {r["method"]: r["median_seconds"] for r in records}
+    path_seconds = sweep_seconds["klrlab SVCPath"]
+    for r in records:
+        if r["question"] == "path":
+            r |= dict(ratio_to_path=r["median_seconds"] / path_seconds)
+        elif r["method"].startswith("klrlab"):
+            r |= dict(chosen_C=curve["best_C"], path_cv_error=curve["best_error"], n_paths=curve["n_paths"])
+        else:
+            C = float(search.best_params_["C"])
+            r |= dict(chosen_C=C, own_cv_error=1 - float(search.best_score_), path_cv_error=_curve_error_at(curve, C))
+    path_record = next(r for r in records if r["method"] == "klrlab SVCPath")
+    path_record |= dict(n_breakpoints=len(path_model.path_["lambda"]),
+                        certificate=float(path_model.solver_results_[0].certificate.value))
+    cv_records = [r for r in records if r["question"] == "cv"]
+    for r in cv_records: r["ratio_to_grid_search"] = r["median_seconds"] / cv_records[1]["median_seconds"]
+    return records
+
+
 # %% ../../nbs/81_bench.ipynb #b12c889c
 BENCH_DATASETS = {                  # name -> test fraction (None: the set's own split; 1: Rätsch's realisation)
     "keerthi-gauss2d": None,
@@ -529,8 +621,9 @@ SCALING_DATASETS = [f"a{i}a" for i in range(1, 9)] + ["ijcnn1"]   # with their o
 SVM_BENCH_DATASETS = ["a1a", "a3a", "w1a", "w3a"]    # Frandi et al.'s Adult and Web members, with their own test files
 LINEAR_BENCH_DATASETS = ["a7a", "a8a", "a9a", "zhou-example41"]   # the a-series the mirror has, and Zhou's Example 4.1
 LINEAR_EXAMPLE41_M = 10**6                           # Example 4.1's training (and test) size in the linear family
-FAMILIES = ("klr", "svm", "linear")
-KERNELS = {"klr": ("rbf", "linear"), "svm": ("rbf",), "linear": ("linear",)}   # each family's kernels, its default first
+PATH_BENCH_DATASETS = ["sonar", "heart", "ionosphere", "wbc", "monk1", "monk2", "monk3", "diabetes", "german"]  # Ong's Tables II-III
+FAMILIES = ("klr", "svm", "linear", "path")
+KERNELS = {"klr": ("rbf", "linear"), "svm": ("rbf",), "linear": ("linear",), "path": ("rbf",)}   # each family's kernels, its default first
 QUESTIONS = ("fixed_C", "calibrated", "same_C")      # the KLR family's questions: (a), (b), and one C for all
 FEATURE_SCALING = "minmax01"   # the fair questions' features: [0, 1], fitted on the training part
 
@@ -540,6 +633,9 @@ def _bench_data(name: str, family: str, seed: int, offline: bool):
     if family == "svm":
         from klrlab.repro.papers.frandi import load_frandi
         return load_frandi(name, seed=seed, offline=offline)
+    if family == "path":                              # standardised, as Ong et al.'s Tables II-III
+        from klrlab.repro.papers.ong import load_ong
+        return load_ong(name, seed=seed, offline=offline)
     if family == "linear":
         from types import SimpleNamespace
         from klrlab.repro.papers.zhou import EXAMPLE41, aim_data
@@ -590,7 +686,8 @@ def _family_settings(family, kernel, C, gamma, tol, questions) -> dict:
     tols = _as_list((TOLERANCES if klr else 1e-3) if tol is None else tol, "tol")
     if not klr and (len(Cs) > 1 or len(tols) > 1):
         raise ReproError(f"C = {C!r}, tol = {tol!r}; the {family} family takes one C and one tolerance")
-    gamma = _check_gamma((KLR_GAMMA if klr else "scale") if gamma is None else gamma)
+    default_gamma = KLR_GAMMA if klr else PATH_GAMMA if family == "path" else "scale"
+    gamma = _check_gamma(default_gamma if gamma is None else gamma)
     default_questions = ["same_C"] if kernel == "linear" else ["fixed_C", "calibrated"]
     questions = default_questions if questions is None else list(questions)
     for q in questions: _accepted("question", q, QUESTIONS)
@@ -625,7 +722,7 @@ def bench(
     out=None,  # folder of the JSON record (None: none written)
     offline: bool = False,  # never download
     seed: int = 0,  # the split's and the folds' seed
-    family: str = "klr",  # 'klr' (KLR vs LIBSVM, LIBLINEAR), 'svm' (Frank-Wolfe vs LIBSVM), 'linear' (SparseSVC)
+    family: str = "klr",  # 'klr' (KLR vs LIBSVM), 'svm' (Frank-Wolfe vs LIBSVM), 'linear' (SparseSVC), 'path' (SVCPath)
     eps: float = 1e-6,  # the Frank-Wolfe methods' epsilon (the SVM family)
     scaling=(),  # the KLR family's scaling sets (of SCALING_DATASETS, or 'all'), reported apart
     questions=None,  # the KLR family's questions, of QUESTIONS (default fixed_C and calibrated; same_C if linear)
@@ -637,11 +734,12 @@ def bench(
 ) -> pd.DataFrame:
     """Benchmark one family of klrlab's estimators against its anchors on one thread (`pin_one_thread`) on
     `datasets` (default: the KLR family on Keerthi's and Consolo's sets, the SVM family on Frandi's Adult and Web
-    members, the linear family on a7a-a9a and Zhou's Example 4.1 at `LINEAR_EXAMPLE41_M` points, those that can be
-    had); one frame of records (for the KLR family with a `question` and a `group` column); JSON to `out`."""
+    members, the linear family on a7a-a9a and Zhou's Example 4.1 at `LINEAR_EXAMPLE41_M` points, the path family on Ong et
+    al.'s Tables II-III sets, those that can be had); one frame of records (for the KLR family with a `question` and a `group` column); JSON to `out`."""
     from klrlab.datasets import REGISTRY
     settings = _family_settings(family, kernel, C, gamma, tol, questions)
-    default = {"klr": BENCH_DATASETS, "svm": SVM_BENCH_DATASETS, "linear": LINEAR_BENCH_DATASETS}[family]
+    default = {"klr": BENCH_DATASETS, "svm": SVM_BENCH_DATASETS, "linear": LINEAR_BENCH_DATASETS,
+               "path": PATH_BENCH_DATASETS}[family]
     names = list(default) if datasets is None else list(datasets)
     scaling = list(SCALING_DATASETS) if scaling == "all" else list(scaling or ())
     if scaling and family != "klr": raise ReproError(f"scaling = {scaling}; only the klr family has scaling sets")
@@ -661,6 +759,9 @@ def bench(
             data = _bench_data(name, family, seed, offline)
         except DatasetUnavailable as e:
             skipped.append(dict(dataset=name, reason=str(e).splitlines()[0])); continue
+        if family == "path":
+            records += bench_path_dataset(name, data.X, data.y, settings["gamma"], settings["tol"][0], repeats, seed)
+            continue
         parts = (name, data.X, data.y, data.X_test, data.y_test, settings["C"][0])
         if family == "klr":
             found = _klr_records(name, data, settings, repeats, grid, svc_tuning, calibrated_repeats, memory, seed)
