@@ -113,6 +113,10 @@ class Experiment:
     figure: Callable | None = None  # (cells, table) -> matplotlib Figure
     published: object = None        # the published table it reproduces ('table4'), or {table name: published name}
     timed: bool = False             # its cells measure time: never run two at once on one machine
+    # tuning first: (cells of the `tuning_folds`, profile) -> {dataset: grid point}; the other folds then run at that
+    # point alone (a test fold at the C that validation chose), not at every point of the grid
+    tune: Callable | None = None
+    tuning_folds: Sequence[str] = ("val",)
 
 @dataclass(frozen=True)
 class Protocol:
@@ -543,27 +547,19 @@ def run(
     problems = _availability(chains, offline)
     runnable = [(exp, cells) for exp, cells in chains if problems[(exp.name, cells[0].dataset)] is None]
     missing = [(exp, cells) for exp, cells in chains if problems[(exp.name, cells[0].dataset)] is not None]
-    finished = {c: r for _, cells in runnable for c in cells if (r := load_record(store, c, fingerprint)) is not None}
-    pending = [
-        (exp, cells, str(store), fingerprint, offline)
-        for exp, cells in runnable
-        if any(c not in finished for c in cells)
-    ]
-    result = RunResult(protocol.paper, profile, folder, reused=len(finished))
-    records = dict(finished)
+    tuning = [(exp, cells) for exp, cells in runnable if _is_tuning(exp, cells[0])]
+    others = [(exp, cells) for exp, cells in runnable if not _is_tuning(exp, cells[0])]
+    result = RunResult(protocol.paper, profile, folder)
+    records = {}
     # fail early if unreachable
     client, owned = _dask_client(scheduler) if scheduler not in (None, "local") else ("local", False)
     try:
-        with _progress(
-            sum(len([c for c in t[1] if c not in finished]) for t in pending), protocol.paper, progress
-        ) as bar:
-            for chain_records in execute(pending, n_jobs, client):
-                for r in chain_records:
-                    cell = Cell(**r["cell"])
-                    if cell not in records:
-                        save_record(store, r, fingerprint); records[cell] = r; result.computed += 1; bar.update(1)
+        _run_stage(tuning, store, fingerprint, offline, n_jobs, client, records, result, protocol.paper, progress)
+        others = _at_tuned_points(others, records, profile)
+        _run_stage(others, store, fingerprint, offline, n_jobs, client, records, result, protocol.paper, progress)
     finally:
         if owned: client.close()
+    runnable = tuning + others
     standing_in = _stored_rows(protocol.paper, profile, missing, results)
     shown = set(zip(standing_in.get("experiment", ()), standing_in.get("dataset", ())))
     result.skipped = pd.DataFrame(
@@ -578,6 +574,37 @@ def run(
     result.seconds = time.perf_counter() - started
     _write_run_info(result, seed, fingerprint, n_jobs, scheduler)
     return result
+
+def _is_tuning(exp: Experiment, cell: Cell) -> bool:
+    "Whether a cell belongs to its experiment's tuning stage."
+    return exp.tune is not None and cell.fold in {str(f) for f in exp.tuning_folds}
+
+def _at_tuned_points(chains, records: dict, profile: str) -> list:
+    """The chains of experiments that tune, cut to the point their tuning chose for the chain's dataset (none when
+    the tuning chose none); other chains unchanged."""
+    kept, chosen = [], {}
+    for exp, cells in chains:
+        if exp.tune is None: kept.append((exp, cells)); continue
+        if exp.name not in chosen:
+            mine = [r for c, r in records.items() if c.experiment == exp.name and _is_tuning(exp, c)]
+            points = exp.tune(records_frame(mine), profile) if mine else {}
+            chosen[exp.name] = {d: canonical_params(p) for d, p in points.items()}
+        at = [c for c in cells if chosen[exp.name].get(c.dataset) == c.params]
+        if at: kept.append((exp, at))
+    return kept
+
+def _run_stage(chains, store, fingerprint, offline, n_jobs, client, records: dict, result, label, progress) -> None:
+    "Compute (or reuse) every cell of `chains` into `records`, counting what was computed and reused in `result`."
+    finished = {c: r for _, cells in chains for c in cells if (r := load_record(store, c, fingerprint)) is not None}
+    records.update(finished); result.reused += len(finished)
+    pending = [(exp, cells, str(store), fingerprint, offline) for exp, cells in chains
+               if any(c not in finished for c in cells)]
+    with _progress(sum(len([c for c in t[1] if c not in finished]) for t in pending), label, progress) as bar:
+        for chain_records in execute(pending, n_jobs, client):
+            for r in chain_records:
+                cell = Cell(**r["cell"])
+                if cell not in records:
+                    save_record(store, r, fingerprint); records[cell] = r; result.computed += 1; bar.update(1)
 
 def _progress(total: int, label: str, enabled: bool):
     from tqdm.auto import tqdm

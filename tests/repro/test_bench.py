@@ -284,3 +284,45 @@ def test_the_floor_computes_every_kernel_row_once_also_in_blocks(monkeypatch):
     per_matrix = rows[: len(rows) // 2]                                      # the warm-up, then the timed matrix
     assert sum(a for a, _ in per_matrix) == 50 and all(b == 50 for _, b in rows) and max(a for a, _ in rows) == 7
     assert wall > 0 and cpu >= 0
+
+
+# ---- the path family ----------------------------------------------------------------------------------------------
+STORED_PATH = Path(__file__).resolve().parents[2] / "nbs" / "results" / "bench_path.json"
+
+
+@pytest.mark.filterwarnings("ignore:libsvm-official was imported before")
+def test_path_family_times_the_path_the_sweeps_and_both_cv_routes(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+    X, y = make_twonorm(90, n_features=4, seed=3)
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(X=X, y=y))
+    frame = bench(["sonar"], family="path", gamma=0.2, repeats=1, out=tmp_path, record="bench_path_test")
+    payload = json.loads((tmp_path / "bench_path_test.json").read_text())
+    assert payload["parameters"]["family"] == "path" and payload["parameters"]["gamma"] == 0.2
+    assert set(frame.question) == {"path", "cv"} and len(frame) == 5 and (frame.median_seconds > 0).all()
+    path = frame[frame.question == "path"].set_index("method")
+    assert path.ratio_to_path["klrlab SVCPath"] == 1.0 and path.certificate.dropna().iloc[0] <= 1e-3
+    cv = frame[frame.question == "cv"].set_index("method")
+    grid = cv.loc[f"GridSearchCV(SVC, {bench_module.PATH_GRID_SIZE} C)"]
+    low, high = 1e-4, 1e3
+    assert low <= cv.chosen_C.min() and cv.chosen_C.max() <= high
+    assert cv.path_cv_error["klrlab cv_path + SVCPath"] <= grid.path_cv_error + 1e-12   # the curve's minimum
+
+
+def test_path_family_default_width_is_the_papers_sigma():
+    from klrlab.kernels import gamma_from_sigma
+    assert bench_module.PATH_GAMMA == gamma_from_sigma(0.5)
+    with pytest.raises(ReproError, match="the path family takes one C and one tolerance"):
+        bench([], family="path", tol=[1e-3, 1e-5])
+
+
+@pytest.mark.skipif(not STORED_PATH.exists(), reason="no stored path record")
+def test_stored_path_record_has_every_set_and_both_questions():
+    payload = json.loads(STORED_PATH.read_text())
+    p, records = payload["parameters"], pd.DataFrame(payload["records"])
+    assert p["family"] == "path" and p["threads"]["OMP_NUM_THREADS"] == "1" and p["repeats"] >= 3
+    assert set(records.dataset) == set(p["datasets"]) == set(bench_module.PATH_BENCH_DATASETS)
+    assert (records.groupby("dataset").method.nunique() == 5).all() and (records.median_seconds > 0).all()
+    path = records[records.method == "klrlab SVCPath"]
+    assert (path.certificate <= 1e-3).all()
+    cv = records[records.question == "cv"].pivot_table(index="dataset", columns="method", values="path_cv_error")
+    assert (cv.iloc[:, 1] <= cv.iloc[:, 0] + 1e-12).all()       # the path's choice is the exact curve's minimum

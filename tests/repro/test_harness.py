@@ -302,3 +302,32 @@ def test_a_skipped_point_can_hand_its_state_to_the_next():
     records = run_chain(experiment, cells, None, "fingerprint")
     assert seen == [None, 1.0, "kept", 3.0, None]          # a plain SkipPoint still means a cold start
     assert [r["status"] for r in records] == ["done", "skipped", "done", "skipped", "done"]
+
+
+def test_a_tuning_stage_runs_first_and_the_other_folds_only_at_the_chosen_point(tmp_path):
+    import numpy as np
+    from klrlab.repro.harness import Experiment, Protocol, run
+    calls = []
+
+    def point(data, cell, state):
+        calls.append((cell.dataset, cell.fold, cell.point["C"]))
+        return {"score": -abs(cell.point["C"] - (2.0 if cell.dataset == "a" else 4.0))}, None
+
+    def tune(cells, profile):
+        assert set(cells.fold) == {"val"}                          # only the tuning cells are seen
+        best = cells.loc[cells.groupby("dataset").score.idxmax()]
+        return {d: {"C": float(C)} for d, C in zip(best.dataset, best.C)}
+
+    def summary(cells, profile):
+        test = cells[cells.fold == "test"]
+        return test[["dataset", "C"]].rename(columns={"C": "value"}).assign(metric="chosen C")
+
+    exp = Experiment("tuned", "toy", ["a", "b"], ["x"], [{"C": float(c)} for c in range(1, 6)], point, summary,
+                     folds=["val", "test"], load=lambda name, seed=0, offline=False: np.arange(3.0), tune=tune)
+    result = run(Protocol("toy", "toy", (exp,)), profile="quick", out=tmp_path, n_jobs=1, progress=False)
+    assert [c for c in calls if c[1] == "test"] == [("a", "test", 2.0), ("b", "test", 4.0)]
+    assert calls.index(("a", "test", 2.0)) > max(i for i, c in enumerate(calls) if c[1] == "val")
+    assert result.computed == 2 * 5 + 2
+    assert dict(zip(result.tables["tuned"].dataset, result.tables["tuned"].ours)) == {"a": 2.0, "b": 4.0}
+    again = run(Protocol("toy", "toy", (exp,)), profile="quick", out=tmp_path, n_jobs=1, progress=False)
+    assert again.computed == 0 and again.reused == 12
