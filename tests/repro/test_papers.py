@@ -127,12 +127,15 @@ def test_frandi_protocol_tunes_C_with_cvm_and_reports_every_method(tmp_path):
         return SimpleNamespace(X=X[:300], y=y[:300], X_test=X[300:], y_test=y[300:])
 
     small = Experiment("speed", "small", ["twonorm"], CONFIGS, grid([1.0, 16.0]), SPEED.run_point, SPEED.summarize,
-                       folds=["val", "test-r0"], load=load_small, published=SPEED.published, timed=True)
+                       folds=["val", "test-r0"], load=load_small, published=SPEED.published, timed=True,
+                       tune=SPEED.tune)
     result = run(Protocol("frandi", "small", (small,)), profile="quick", out=tmp_path, progress=False)
     cells = result.cells["speed"]
     val = cells[cells.fold == "val"]
     assert set(val[val.status == "done"].config) == {"CVM"}                 # C is tuned with CVM alone
-    assert (cells[cells.fold == "test-r0"].status == "done").all()
+    test = cells[cells.fold == "test-r0"]
+    assert (test.status == "done").all() and len(test) == len(CONFIGS)      # each method once, at the chosen C
+    assert test.C.nunique() == 1
     t2, t3 = result.tables["table2"].dropna(subset=["ours"]), result.tables["table3"].dropna(subset=["ours"])
     assert sorted(t2.method) == sorted(CONFIGS) and sorted(t3.method) == sorted(CONFIGS)
     assert t2.C.nunique() == 1 and t2.C.iloc[0] in (1.0, 16.0)
