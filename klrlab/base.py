@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function, check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .config import load_settings
+from .config import current_settings
 from .dual import rescale_alpha
 from .kernels import KERNELS, Kernel, check_precomputed_kernel
 
@@ -191,7 +191,7 @@ def _fit_pairs(self, X, y) -> list:
 def _cache_megabytes(self) -> float:
     "The kernel-row cache's size in MB: the estimator's `cache_size`, or the lab's setting when it is None."
     size = getattr(self, "cache_size", 200.0)
-    return load_settings().cache_size if size is None else float(size)
+    return current_settings().cache_size if size is None else float(size)
 
 def _kernel_cache(self, X):
     "The kernel-row cache for X: the previous fit's when warm-started on the same points, kernel and cache size."

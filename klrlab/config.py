@@ -6,7 +6,7 @@ Docs: https://klrlab.github.io/klrlab/config.html.md"""
 
 # %% auto #0
 __all__ = ['SETTINGS_SECTION', 'PROFILES', 'SETTING_KEYS', 'SettingsError', 'Settings', 'find_settings_file', 'load_settings',
-           'describe_settings']
+           'current_settings', 'describe_settings']
 
 # %% ../nbs/00_config.ipynb #ff8fa53c
 import configparser
@@ -155,6 +155,23 @@ def load_settings(
         else:
             values[key] = _parse(key, default, Path.cwd(), "the default")
     return Settings(**values, source=path)
+
+# %% ../nbs/00_config.ipynb #d5f6315d
+_REMEMBERED: dict = {}
+
+def _file_stamp(path: Path | None):
+    "The file's modification time (None: no file, or it is gone)."
+    try: return None if path is None else path.stat().st_mtime_ns
+    except OSError: return None
+
+def current_settings() -> Settings:
+    "`load_settings()`, remembered per working directory and KLRLAB_* variables until its file changes."
+    key = (os.getcwd(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("KLRLAB_"))))
+    if (hit := _REMEMBERED.get(key)) is not None and _file_stamp(hit[0].source) == hit[1]: return hit[0]
+    settings = load_settings()
+    _REMEMBERED[key] = (settings, _file_stamp(settings.source))
+    return settings
+
 
 # %% ../nbs/00_config.ipynb #b1350829
 def _display_path(path: Path) -> str:
