@@ -155,19 +155,27 @@ def _warm_alpha(self, n_problems: int, n_samples: int) -> list | None:
         return [r.alpha for r in previous]
     return [rescale_alpha(r.alpha, fitted_C, C, self._dual_loss) for r in previous]
 
+def _binary_problems(self, y) -> list:
+    """Each binary problem a fit poses, as (rows, labels in {-1, +1}): one per class against the rest on every point
+    (rows None; for two classes one problem, classes_[1] as +1), or with `_multiclass='ovo'` and more than two classes
+    one per pair (a, b), a before b, on their points alone with a as +1 (LIBSVM's order)."""
+    if len(self.classes_) > 2 and self._multiclass == "ovo":
+        pairs = [(a, np.flatnonzero((y == a) | (y == b))) for a, b in combinations(self.classes_, 2)]
+        return [(rows, np.where(y[rows] == a, 1.0, -1.0)) for a, rows in pairs]
+    positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
+    return [(None, np.where(y == positive, 1.0, -1.0)) for positive in positives]
+
 def _fit(self, X, y):
     "Fit one problem per class (one for two classes; one per pair with `_multiclass='ovo'`), store the model."
     X, y = self._prepare(X, y)
     if len(self.classes_) > 2 and self._multiclass == "ovo":
         self._store_results(X, y, self._fit_pairs(X, y))
         return self
-    positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
-    previous = self._warm_alpha(len(positives), len(y))
+    problems = self._binary_problems(y)
+    previous = self._warm_alpha(len(problems), len(y))
     cache = self._kernel_cache(X) if self._uses_row_cache else None
-    results = []
-    for k, positive in enumerate(positives):
-        y_pm = np.where(y == positive, 1.0, -1.0)
-        results.append(self._solve_binary(X, y_pm, self._kernel, cache, None if previous is None else previous[k]))
+    results = [self._solve_binary(X, y_pm, self._kernel, cache, None if previous is None else previous[k])
+               for k, (_, y_pm) in enumerate(problems)]
     self._store_results(X, y, results)
     self._fit_C = getattr(self, "C", None)
     return self
@@ -176,10 +184,8 @@ def _fit_pairs(self, X, y) -> list:
     """One-vs-one: a problem per pair (a, b) of classes, a before b, on their points alone (+1 for a, as LIBSVM);
     each result is spread back to all n points (zero outside its pair) so that the model is stored as for one-vs-rest."""
     results, n = [], len(y)
-    for a, b in combinations(self.classes_, 2):
-        rows = np.flatnonzero((y == a) | (y == b))
+    for rows, y_pm in self._binary_problems(y):
         X_pair = X[np.ix_(rows, rows)] if self.kernel == "precomputed" else X[rows]
-        y_pm = np.where(y[rows] == a, 1.0, -1.0)
         cache = self._kernel.cache(X_pair, self._cache_megabytes()) if self._uses_row_cache else None
         r = self._solve_binary(X_pair, y_pm, self._kernel, cache, None)
         alpha, coef = np.zeros(n), np.zeros(n)
@@ -212,7 +218,7 @@ def _getstate(self):
     return state
 
 BaseKernelClassifier._prepare, BaseKernelClassifier._warm_alpha, BaseKernelClassifier._fit = _prepare, _warm_alpha, _fit
-BaseKernelClassifier._fit_pairs = _fit_pairs
+BaseKernelClassifier._fit_pairs, BaseKernelClassifier._binary_problems = _fit_pairs, _binary_problems
 BaseKernelClassifier._unused_parameters, BaseKernelClassifier._warn_unused_parameters = (
     _unused_parameters,
     _warn_unused_parameters,

@@ -9,7 +9,6 @@ __all__ = ['FrankWolfeSVC', 'SparseSVC', 'SVCPath', 'cv_path']
 
 # %% ../nbs/23_svm.ipynb #820a7807
 from dataclasses import replace
-from itertools import combinations
 from numbers import Integral, Real
 
 import numpy as np
@@ -228,20 +227,14 @@ class SVCPath(BaseKernelClassifier):
         self._store_path(X, y)
         return self
 
-    def _problems(self, y) -> list:
-        "(rows, signs) of each binary problem, as the fit posed them: all points with classes_[1] as +1, or one pair."
-        y = np.asarray(y).ravel()
-        if len(self.classes_) == 2: return [(np.arange(len(y)), np.where(y == self.classes_[1], 1.0, -1.0))]
-        pairs = [np.flatnonzero((y == a) | (y == b)) for a, b in combinations(self.classes_, 2)]
-        return [(rows, np.where(y[rows] == self.classes_[a], 1.0, -1.0))
-                for rows, (a, _) in zip(pairs, combinations(range(len(self.classes_)), 2))]
-
     def _store_path(self, X, y) -> None:
         """The whole path as fitted attributes: `path_` (lambda, C, alpha_hat, alpha0_hat, sets per breakpoint; for
         more than two classes a list of them, one per pair as `combinations(classes_, 2)` orders them) and
         `path_support_`, every point some path ever weights."""
+        y = np.asarray(y).ravel()
         paths, parts = [], []
-        for result, (rows, signs) in zip(self.solver_results_, self._problems(y)):
+        for result, (rows, signs) in zip(self.solver_results_, self._binary_problems(y)):
+            rows = np.arange(len(y)) if rows is None else rows
             bp = result.info["breakpoints"]
             paths.append({k: v for k, v in bp.items() if k != "lam"} | {"lambda": bp["lam"], "C": 1.0 / bp["lam"]})
             used = np.flatnonzero((bp["alpha_hat"] != 0).any(0))      # pair-local indices of the weighted points
@@ -334,7 +327,7 @@ def cv_path(
     from sklearn.base import clone
     from sklearn.model_selection import check_cv
     X, y = np.asarray(X), np.asarray(y)
-    if len(np.unique(y)) != 2: raise ValueError(f"y has {len(np.unique(y))} classes; cv_path takes two")
+    if (n_classes := len(np.unique(y))) != 2: raise ValueError(f"y has {n_classes} classes; cv_path takes two")
     splitter = check_cv(cv, y, classifier=True)
     folds, roots = [], [np.array([estimator.lambda_max, estimator.lambda_min], dtype=np.float64)]
     for train, test in splitter.split(X, y):
