@@ -80,7 +80,7 @@ class FrankWolfeSVC(BaseKernelClassifier):
 
     @property
     def dual_gap_(self):
-        "The relative Frank-Wolfe gap each problem stopped at (one per class for more than two classes)."
+        "The relative Frank-Wolfe gap each problem stopped at (one per one-vs-one pair for more than two classes)."
         values = [r.certificate.value for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 

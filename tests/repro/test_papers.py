@@ -132,19 +132,40 @@ def test_frandi_protocol_tunes_C_with_cvm_and_reports_every_method(tmp_path):
     result = run(Protocol("frandi", "small", (small,)), profile="quick", out=tmp_path, progress=False)
     cells = result.cells["speed"]
     val = cells[cells.fold == "val"]
-    assert set(val[val.status == "done"].config) == {"CVM"}                 # C is tuned with CVM alone
+    assert set(val[val.status == "done"].config) == {"CVM", "MFW"}          # CVM tunes, MFW validates beside it
     test = cells[cells.fold == "test-r0"]
     assert (test.status == "done").all() and len(test) == len(CONFIGS)      # each method once, at the chosen C
     assert test.C.nunique() == 1
     t2, t3 = result.tables["table2"].dropna(subset=["ours"]), result.tables["table3"].dropna(subset=["ours"])
     assert sorted(t2.method) == sorted(CONFIGS) and sorted(t3.method) == sorted(CONFIGS)
     assert t2.C.nunique() == 1 and t2.C.iloc[0] in (1.0, 16.0)
-    best = val[val.status == "done"].sort_values(["accuracy_pct", "C"], ascending=[False, True]).C.iloc[0]
+    cvm_val = val[(val.status == "done") & (val.config == "CVM")]
+    best = cvm_val.sort_values(["accuracy_pct", "C"], ascending=[False, True]).C.iloc[0]
     assert t2.C.iloc[0] == best
     family = t2[t2.method != "SVC"].ours
     assert family.max() - family.min() < 1.0 and (t3.ours > 0).all()
     fw = cells[(cells.status == "done") & (cells.config != "SVC")]
     assert fw.gap.notna().all() and ((fw.gap <= fw.gap_tol) == fw.converged.astype(bool)).all()
+
+
+def test_frandi_cells_of_a_multiclass_set_sum_the_pairs_steps_and_keep_the_worst_gap():
+    from types import SimpleNamespace
+
+    from klrlab.repro.harness import Cell, SkipPoint
+    from klrlab.repro.papers.frandi import CVM_TUNING_MAX, speed_point, tuners
+    rng = np.random.default_rng(0)
+    centers = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    y = np.repeat([0, 1, 2], 60)
+    X = centers[y] + rng.normal(size=(180, 2))
+    data = SimpleNamespace(X=X[::2], y=y[::2], X_test=X[1::2], y_test=y[1::2])
+    cell = Cell("frandi", "speed", "blobs", "test-r0", "MFW", '{"C": 4.0}', 0)
+    metrics, _ = speed_point(data, cell, None)
+    assert metrics["accuracy_pct"] > 90 and metrics["n_train"] == 90
+    assert isinstance(metrics["gap"], float) and isinstance(metrics["n_iter"], int) and metrics["n_iter"] > 0
+    assert metrics["converged"] == (metrics["gap"] <= metrics["gap_tol"])
+    with pytest.raises(SkipPoint):                                   # FW does not validate
+        speed_point(data, Cell("frandi", "speed", "blobs", "val", "FW", '{"C": 4.0}', 0), None)
+    assert tuners("table8", 10) == ("MFW",) and tuners("speed", CVM_TUNING_MAX + 1) == ("MFW",)
 
 
 def test_frandi_equal_accuracy_counts_the_loosest_lasting_tolerance(tmp_path):

@@ -8,15 +8,16 @@ Docs: https://klrlab.github.io/klrlab/repro_frandi.html.md"""
 __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEATS', 'SERIES', 'CVM_TUNING_MAX', 'SPEED', 'SWEEP',
            'TABLE8', 'EQUAL_EPS', 'EQUAL_C', 'WITHIN', 'EQUAL_MAX_ITER', 'SMO_TOL_OF', 'EQUAL', 'PROTOCOL', 'SERIES_OF',
            'FAMILY', 'ALTERNATIVES', 'load_frandi', 'mean_squared_distance', 'frandi_gamma', 'fold_data', 'repetition',
-           'tuners', 'make_model', 'speed_point', 'chosen_C', 'tuned_by', 'tuner_agreement', 'summarize_speed',
-           'tuned_C', 'summarize_sweep', 'summarize_poly', 'grid', 'figure_speed', 'l2svm_by_smo', 'equal_point',
-           'summarize_equal', 'figure_equal', 'figure_series', 'iman_davenport', 'rank_tests']
+           'tuners', 'make_model', 'fit_record', 'speed_point', 'chosen_C', 'tuned_by', 'tuner_agreement',
+           'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly', 'grid', 'figure_speed', 'sweep_pattern',
+           'l2svm_by_smo', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series', 'iman_davenport',
+           'rank_tests']
 
 # %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
 import numpy as np
 import pandas as pd
 from scipy.stats import f as f_distribution
-from scipy.stats import rankdata, wilcoxon
+from scipy.stats import rankdata, spearmanr, wilcoxon
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
@@ -74,6 +75,12 @@ def make_model(config: str, C: float, gamma: float, seed: int, kernel: str = "rb
     return FrankWolfeSVC(C=C, gamma=gamma, algorithm=ALGORITHM_OF[config], eps=EPS, sample_size=SAMPLE_SIZE,
                          n_trials=TRIALS_OF[config], refine=False, random_state=seed, **shape)
 
+def fit_record(model) -> dict:
+    """A Frank-Wolfe fit's steps, gap and verdict; one-vs-one fits sum their pairs' steps and report the worst pair's
+    gap (converged only if every pair did)."""
+    return dict(n_iter=int(np.sum(model.n_iter_)), gap=float(np.max(model.dual_gap_)),
+                gap_tol=float(model.certificate_.tol), converged=bool(np.all(model.converged_)))
+
 def speed_point(data, cell, state):
     "Fit one configuration at one C on one fold: accuracy (%), fit seconds, support size, steps and the gap reached."
     X, y, Xe, ye = fold_data(data, cell.fold, cell.seed)
@@ -84,9 +91,7 @@ def speed_point(data, cell, state):
     model = make_model(cell.config, cell.point["C"], gamma, cell.seed + 1000 * repetition(cell.fold),
                        "poly" if poly else "rbf")
     seconds = timed_fit(model, X, y)     # a sampled stop above tolerance is the paper's choice: the cell records it
-    extra = {} if cell.config == "SVC" else dict(
-        n_iter=int(model.n_iter_), gap=float(model.dual_gap_), gap_tol=float(model.certificate_.tol),
-        converged=bool(model.converged_))
+    extra = {} if cell.config == "SVC" else fit_record(model)
     return dict(accuracy_pct=100 * model.score(Xe, ye), seconds=seconds, n_support=len(model.support_),
                 n_train=len(y), **extra), None
 
@@ -186,6 +191,19 @@ def figure_speed(cells, tables):
     axes[0][0].set_ylabel("test accuracy (%)"); axes[1][0].set_ylabel("training seconds")
     axes[0][0].legend(fontsize=7); fig.tight_layout()
     return fig
+
+def sweep_pattern(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and method, the paper's two readings of Figs 7-8: the share of the grid's C where the method trains
+    faster than CVM, and Spearman's rank correlation of its time with C (negative: faster as C grows)."""
+    test = cells[cells.fold.str.startswith("test") & (cells.status == "done")]
+    rows = []
+    for dataset, part in test.groupby("dataset"):
+        times = part.pivot_table(index="C", columns="config", values="seconds", aggfunc="median")
+        for method in times.columns:
+            faster = (times[method] < times["CVM"]).mean() if "CVM" in times and method != "CVM" else np.nan
+            rows.append(dict(dataset=dataset, method=method, n_C=int(times[method].notna().sum()),
+                             faster_than_CVM=faster, time_vs_C=spearmanr(times.index, times[method]).statistic))
+    return pd.DataFrame(rows, columns=["dataset", "method", "n_C", "faster_than_CVM", "time_vs_C"])
 
 SPEED = Experiment(
     "speed",
