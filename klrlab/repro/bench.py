@@ -11,7 +11,7 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
            'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS',
            'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma',
-           'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
+           'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO',
            'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
            'calibrated_table', 'headline', 'read_bench_records']
 
@@ -31,6 +31,8 @@ import pandas as pd
 
 from ..config import load_settings
 from ..datasets import DatasetUnavailable
+from ..kernels import Kernel
+from ..solvers.smo import smo_l2svc
 from .harness import ReproError, _accepted, _atomic_write_text, check_out_dir, environment
 
 # %% ../../nbs/81_bench.ipynb #475f7e7d
@@ -387,6 +389,24 @@ def bench_calibrated(
 # %% ../../nbs/81_bench.ipynb #82e97ae8
 FW_ALGORITHMS = ("cvm", "fw", "mfw", "pairwise")
 
+class L2SVMBySMO:
+    """The L2-SVM (squared hinge, free bias) by klrlab's SMO engine at LIBSVM's kind of KKT tolerance: the Frank-Wolfe
+    methods' loss solved by LIBSVM's algorithm, with `fit`, `score` (labels in {-1, +1}), `support_` and its verdict."""
+    def __init__(self, C: float, gamma: float, tol: float = 1e-3): self.C, self.gamma, self.tol = C, gamma, tol
+
+    def fit(self, X, y):
+        self.kernel_ = Kernel("rbf", gamma=self.gamma)
+        self.result_ = smo_l2svc(X, y, self.C, self.kernel_, tol=self.tol)
+        self.support_ = np.flatnonzero(self.result_.alpha)
+        self.coef_, self.vectors_ = (self.result_.alpha * y)[self.support_], X[self.support_]
+        self.converged_, self.n_iter_ = self.result_.converged, self.result_.n_iter
+        return self
+
+    def score(self, X, y) -> float:
+        decision = self.kernel_.dot(X, self.vectors_, self.coef_) + self.result_.bias
+        return float(np.mean(np.where(decision > 0, 1, -1) == y))
+
+
 def _svm_methods(X, y, C, gamma, tol, eps) -> dict:
     "The fits of the SVM family, each a zero-argument callable returning its model."
     from sklearn.svm import SVC
@@ -399,6 +419,7 @@ def _svm_methods(X, y, C, gamma, tol, eps) -> dict:
             C=C, gamma=gamma, algorithm=a, eps=eps, random_state=0).fit(X, y)
     methods["klrlab FrankWolfeSVC mfw, sampled stop"] = lambda: FrankWolfeSVC(
         C=C, gamma=gamma, algorithm="mfw", eps=eps, sample_size=59, refine=False, random_state=0).fit(X, y)
+    methods["klrlab L2-SVM by SMO"] = lambda: L2SVMBySMO(C, gamma, tol).fit(X, y)     # their loss, LIBSVM's solver
     return methods
 
 def bench_svm_dataset(

@@ -7,11 +7,11 @@ Docs: https://klrlab.github.io/klrlab/repro_frandi.html.md"""
 # %% auto #0
 __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEATS', 'SERIES', 'LIBSVM_SCALED', 'CVM_TUNING_MAX',
            'SPEED', 'SWEEP', 'TABLE8', 'EQUAL_EPS', 'EQUAL_C', 'WITHIN', 'EQUAL_MAX_ITER', 'SMO_TOL_OF', 'EQUAL',
-           'PROTOCOL', 'SERIES_OF', 'FAMILY', 'ALTERNATIVES', 'load_frandi', 'mean_squared_distance', 'frandi_gamma',
-           'fold_data', 'repetition', 'tuners', 'make_model', 'fit_record', 'speed_point', 'chosen_C', 'tuned_by',
-           'tuner_agreement', 'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly', 'grid', 'figure_speed',
-           'sweep_pattern', 'l2svm_by_smo', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series',
-           'iman_davenport', 'rank_tests']
+           'PROTOCOL', 'SERIES_OF', 'FAMILY', 'ALTERNATIVES', 'H1_OF', 'load_frandi', 'mean_squared_distance',
+           'frandi_gamma', 'fold_data', 'repetition', 'tuners', 'make_model', 'fit_record', 'speed_point', 'chosen_C',
+           'tuned_by', 'tuner_agreement', 'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly', 'grid',
+           'figure_speed', 'sweep_pattern', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series',
+           'iman_davenport', 'rank_tests', 'conclusions']
 
 # %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
 import numpy as np
@@ -22,7 +22,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
 from ...datasets import load
-from ..bench import timed_fit     # one BLAS thread, as LIBSVM
+from ..bench import L2SVMBySMO, timed_fit     # timed_fit: one BLAS thread, as LIBSVM
 from ..harness import Experiment, Protocol, SkipPoint, select_best
 from ...svm import FrankWolfeSVC
 
@@ -262,24 +262,6 @@ EQUAL_MAX_ITER = 1_000_000  # a ceiling for plain FW, whose tight tolerances tak
 # the L2-SVM by our SMO engine climbs its own ladder of KKT tolerances, one per rung of EQUAL_EPS
 SMO_TOL_OF = dict(zip(EQUAL_EPS, [1e-1, 1e-2, 1e-3, 1e-4]))
 
-def l2svm_by_smo(X, y, C: float, gamma: float, tol: float):
-    "The L2-SVM (free bias) by klrlab's SMO engine, as a model with `fit`, `score`, `support_` and its certificate."
-    from klrlab.kernels import Kernel
-    from klrlab.solvers.smo import smo_l2svc
-    kernel = Kernel("rbf", gamma=gamma)
-
-    class L2SVMBySMO:
-        def fit(self, X, y):
-            self.result_ = smo_l2svc(X, y, C, kernel, tol=tol)
-            self.support_ = np.flatnonzero(self.result_.alpha)
-            self.coef_, self.vectors_ = (self.result_.alpha * y)[self.support_], X[self.support_]
-            self.converged_, self.n_iter_ = self.result_.converged, self.result_.n_iter
-            return self
-
-        def score(self, X, y):
-            return float(np.mean(np.where(kernel.dot(X, self.vectors_, self.coef_) + self.result_.bias > 0, 1, -1) == y))
-    return L2SVMBySMO()
-
 def equal_point(data, cell, state):
     """One certified fit on the train/test files: a Frank-Wolfe method at the cell's eps with the full-gap stop
     (refine=True), the L2-SVM by SMO at the matching rung of its own ladder, or SVC once at LIBSVM's default."""
@@ -288,7 +270,7 @@ def equal_point(data, cell, state):
         raise SkipPoint("SVC runs once, at LIBSVM's default tol = 1e-3")
     gamma = frandi_gamma(data.X)
     if cell.config == "SVC": model = SVC(C=EQUAL_C, gamma=gamma)
-    elif cell.config == "L2-SMO": model = l2svm_by_smo(data.X, data.y, EQUAL_C, gamma, SMO_TOL_OF[eps])
+    elif cell.config == "L2-SMO": model = L2SVMBySMO(EQUAL_C, gamma, SMO_TOL_OF[eps])
     else: model = FrankWolfeSVC(C=EQUAL_C, gamma=gamma, algorithm=ALGORITHM_OF[cell.config], eps=eps, refine=True,
                                 max_iter=EQUAL_MAX_ITER, random_state=cell.seed)
     seconds = timed_fit(model, data.X, data.y)      # a fit stopped by max_iter is recorded as not converged
@@ -455,3 +437,18 @@ def rank_tests(
     rows += [dict(quantity=quantity, comparison="FW,MFW,CVM", test="F", metric="statistic", value=F),
              dict(quantity=quantity, comparison="FW,MFW,CVM", test="Multiple", metric="p_value", value=p)]
     return pd.DataFrame(rows)
+
+H1_OF = {   # the paper's Table 7: what rejecting H0 concludes, per (quantity, comparison)
+    ("time", "FW vs CVM"): "FW is faster than CVM", ("time", "MFW vs CVM"): "MFW is faster than CVM",
+    ("time", "FW vs MFW"): "FW and MFW differ in time", ("accuracy", "FW vs CVM"): "CVM is more accurate than FW",
+    ("accuracy", "MFW vs CVM"): "CVM is more accurate than MFW", ("accuracy", "FW vs MFW"): "MFW is more accurate than FW",
+}
+
+def conclusions(
+    tests: pd.DataFrame,  # rank_tests' rows (the binary tests' p-values are used)
+    level: float = 0.05,  # the significance level
+) -> pd.DataFrame:  # one row per (quantity, comparison): H1, p, and whether H0 is rejected
+    "The paper's Table 7 from a table of Wilcoxon p-values: which alternatives the data support at `level`."
+    binary = tests[tests.test == "Binary"].set_index(["quantity", "comparison"]).value
+    return pd.DataFrame([dict(quantity=q, comparison=c, H1=H1_OF[q, c], p_value=float(binary[q, c]),
+                              rejects_H0=bool(binary[q, c] < level)) for q, c in H1_OF if (q, c) in binary.index])
