@@ -152,7 +152,7 @@ def test_frandi_cells_of_a_multiclass_set_sum_the_pairs_steps_and_keep_the_worst
     from types import SimpleNamespace
 
     from klrlab.repro.harness import Cell, SkipPoint
-    from klrlab.repro.papers.frandi import CVM_TUNING_MAX, speed_point, tuners
+    from klrlab.repro.papers.frandi import CVM_MAX_POINTS, speed_point, tuners
     rng = np.random.default_rng(0)
     centers = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
     y = np.repeat([0, 1, 2], 60)
@@ -165,7 +165,7 @@ def test_frandi_cells_of_a_multiclass_set_sum_the_pairs_steps_and_keep_the_worst
     assert metrics["converged"] == (metrics["gap"] <= metrics["gap_tol"])
     with pytest.raises(SkipPoint):                                   # FW does not validate
         speed_point(data, Cell("frandi", "speed", "blobs", "val", "FW", '{"C": 4.0}', 0), None)
-    assert tuners("table8", 10) == ("MFW",) and tuners("speed", CVM_TUNING_MAX + 1) == ("MFW",)
+    assert tuners("table8", 10) == ("MFW",) and tuners("speed", CVM_MAX_POINTS + 1) == ("MFW",)
 
 
 def test_frandi_equal_accuracy_counts_the_loosest_lasting_tolerance(tmp_path):
