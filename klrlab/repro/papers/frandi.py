@@ -92,7 +92,7 @@ def fit_record(model) -> dict:
 def speed_point(data, cell, state):
     "Fit one configuration at one C on one fold: accuracy (%), fit seconds, support size, steps and the gap reached."
     X, y, Xe, ye = fold_data(data, cell.fold, cell.seed)
-    largest = largest_problem(y)
+    largest = largest_problem(data.y)       # of the whole training set: CVM runs on a set's folds alike or not at all
     if cell.fold == "val" and cell.config not in (chosen := tuners(cell.experiment, largest)):
         raise SkipPoint(f"the validation runs {' and '.join(chosen)} only (C is chosen by {chosen[0]})")
     if cell.config == "CVM" and largest > CVM_MAX_POINTS:
