@@ -188,11 +188,11 @@ UNEXPLAINED = "nothing the cells say"
 def difference_reason(row, tolerance: float) -> str:
     """Why one (set, method) accuracy differs from the paper's, from what its cells hold (`rebuilt`, `svc`, `paper`,
     `ours`, `diff`, `max_gap`), in order: a rebuilt set, the model (SVC, exact at our C and width, is as far off on the
-    same side), the sampled stop (a full gap over 100 times the tolerance), else UNEXPLAINED."""
+    same side), the sampled stop (a full gap above the tolerance), else UNEXPLAINED."""
     if row.rebuilt: return "a set we rebuilt"
     svc_off = row.svc - row.paper
     if svc_off * row.diff > 0 and abs(svc_off) >= 0.5 * abs(row.diff): return "the model (our C and width)"
-    if row.max_gap > 100 * tolerance: return "the sampled stop"
+    if row.max_gap > tolerance: return "the sampled stop"
     return UNEXPLAINED
 
 # %% ../../../nbs/92_repro_frandi.ipynb #e4fb0064
