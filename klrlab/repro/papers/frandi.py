@@ -9,9 +9,10 @@ __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEAT
            'UNEXPLAINED', 'SPEED', 'SWEEP', 'TABLE8', 'EQUAL_EPS', 'EQUAL_C', 'WITHIN', 'EQUAL_MAX_ITER', 'SMO_TOL_OF',
            'EQUAL', 'PROTOCOL', 'SERIES_OF', 'FAMILY', 'ALTERNATIVES', 'H1_OF', 'load_frandi', 'mean_squared_distance',
            'frandi_gamma', 'fold_data', 'repetition', 'largest_problem', 'tuners', 'make_model', 'fit_record',
-           'speed_point', 'chosen_C', 'tuned_by', 'tuner_agreement', 'summarize_speed', 'tuned_C', 'summarize_sweep',
-           'summarize_poly', 'difference_reason', 'grid', 'figure_speed', 'sweep_pattern', 'equal_point',
-           'summarize_equal', 'figure_equal', 'figure_series', 'iman_davenport', 'rank_tests', 'conclusions']
+           'speed_point', 'validation_cells', 'test_cells', 'at_chosen_C', 'chosen_C', 'tuned_by', 'tuner_agreement',
+           'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly', 'difference_reason', 'grid',
+           'figure_speed', 'sweep_pattern', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series',
+           'iman_davenport', 'rank_tests', 'conclusions']
 
 # %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
 import numpy as np
@@ -91,12 +92,12 @@ def fit_record(model) -> dict:
 
 def speed_point(data, cell, state):
     "Fit one configuration at one C on one fold: accuracy (%), fit seconds, support size, steps and the gap reached."
-    X, y, Xe, ye = fold_data(data, cell.fold, cell.seed)
     largest = largest_problem(data.y)       # of the whole training set: CVM runs on a set's folds alike or not at all
     if cell.fold == "val" and cell.config not in (chosen := tuners(cell.experiment, largest)):
         raise SkipPoint(f"the validation runs {' and '.join(chosen)} only (C is chosen by {chosen[0]})")
     if cell.config == "CVM" and largest > CVM_MAX_POINTS:
         raise SkipPoint(f"CVM runs on binary problems of at most {CVM_MAX_POINTS} points; this one has {largest}")
+    X, y, Xe, ye = fold_data(data, cell.fold, cell.seed)
     poly = cell.experiment == "table8"
     gamma = 1.0 / mean_squared_distance(X) if poly else frandi_gamma(X)     # §5.8: gamma = 1 / (average distance)
     model = make_model(cell.config, cell.point["C"], gamma, cell.seed + 1000 * repetition(cell.fold),
@@ -107,6 +108,15 @@ def speed_point(data, cell, state):
                 n_train=len(y), **extra), None
 
 # %% ../../../nbs/92_repro_frandi.ipynb #e0236cfa
+def validation_cells(cells: pd.DataFrame) -> pd.DataFrame: return cells[(cells.fold == "val") & (cells.status == "done")]
+
+def test_cells(cells: pd.DataFrame) -> pd.DataFrame: return cells[cells.fold.str.startswith("test") & (cells.status == "done")]
+
+def at_chosen_C(cells: pd.DataFrame) -> pd.DataFrame:
+    "The finished test cells of each dataset at the C its validation chose."
+    test = test_cells(cells)
+    return test[test.C == test.dataset.map(chosen_C(cells))]
+
 def _tuner_rows(val: pd.DataFrame) -> pd.DataFrame:
     "A dataset's validation cells of its tuner: CVM's where CVM ran, else MFW's."
     return val[val.config == ("CVM" if (val.config == "CVM").any() else val.config.iloc[0])]
@@ -116,18 +126,18 @@ def _best_C(val: pd.DataFrame) -> float:
 
 def chosen_C(cells: pd.DataFrame) -> pd.Series:
     "Per dataset: the C of the tuner's best validation accuracy (ties: the smaller C)."
-    val = cells[(cells.fold == "val") & (cells.status == "done")]
+    val = validation_cells(cells)
     return pd.Series({d: _best_C(_tuner_rows(part)) for d, part in val.groupby("dataset")}, name="C", dtype=float)
 
 def tuned_by(cells: pd.DataFrame) -> pd.Series:
     "Per dataset: the configuration whose validation chose C."
-    val = cells[(cells.fold == "val") & (cells.status == "done")]
+    val = validation_cells(cells)
     return pd.Series({d: _tuner_rows(part).config.iloc[0] for d, part in val.groupby("dataset")}, dtype=object)
 
 def tuner_agreement(cells: pd.DataFrame) -> pd.DataFrame:
     """Per dataset where CVM and MFW both validated: the C each chose, and the validation accuracy CVM loses (points)
     at MFW's choice against its own."""
-    val = cells[(cells.fold == "val") & (cells.status == "done")]
+    val = validation_cells(cells)
     rows = []
     for d, part in val.groupby("dataset"):
         cvm, mfw = part[part.config == "CVM"], part[part.config == "MFW"]
@@ -139,9 +149,7 @@ def tuner_agreement(cells: pd.DataFrame) -> pd.DataFrame:
 
 def _at_chosen_C(cells: pd.DataFrame) -> pd.DataFrame:
     "Mean and spread over the repetitions of every method at the chosen C, one row per (dataset, method)."
-    test = cells[cells.fold.str.startswith("test") & (cells.status == "done")]
-    best = chosen_C(cells)
-    test = test[test.C == test.dataset.map(best)]
+    test, best = at_chosen_C(cells), chosen_C(cells)
     stats = test.groupby(["dataset", "config"]).agg(
         accuracy=("accuracy_pct", "mean"), accuracy_std=("accuracy_pct", "std"), seconds=("seconds", "median"),
         seconds_mean=("seconds", "mean"), seconds_std=("seconds", "std"), n_support=("n_support", "mean"),
@@ -173,7 +181,7 @@ def tuned_C(cells: pd.DataFrame, profile: str) -> dict:
 
 def summarize_sweep(cells: pd.DataFrame, profile: str) -> pd.DataFrame:
     "Figs 7-8: every method's test accuracy and median training time at every C (one row per dataset, method, C, metric)."
-    test = cells[cells.fold.str.startswith("test") & (cells.status == "done")]
+    test = test_cells(cells)
     stats = test.groupby(["dataset", "config", "C"]).agg(accuracy_pct=("accuracy_pct", "mean"),
                                                          seconds=("seconds", "median")).reset_index()
     return stats.rename(columns={"config": "method"}).melt(["dataset", "method", "C"], var_name="metric")
@@ -201,7 +209,7 @@ def grid(Cs) -> list: return [{"C": float(C)} for C in Cs]
 def figure_speed(cells, tables):
     "Test accuracy and training time against C, one column per dataset (the paper's Figs 7-8 on the sets we ran)."
     import matplotlib.pyplot as plt
-    test = cells[cells.fold.str.startswith("test") & (cells.status == "done")]
+    test = test_cells(cells)
     names = sorted(test.dataset.unique())
     fig, axes = plt.subplots(2, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 5.2), squeeze=False)
     for k, name in enumerate(names):
@@ -218,7 +226,7 @@ def figure_speed(cells, tables):
 def sweep_pattern(cells: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and method, the paper's two readings of Figs 7-8: the share of the grid's C where the method trains
     faster than CVM, and Spearman's rank correlation of its time with C (negative: faster as C grows)."""
-    test = cells[cells.fold.str.startswith("test") & (cells.status == "done")]
+    test = test_cells(cells)
     rows = []
     for dataset, part in test.groupby("dataset"):
         times = part.pivot_table(index="C", columns="config", values="seconds", aggfunc="median")
