@@ -142,13 +142,13 @@ cdef struct PairStep:
 
 
 cdef inline PairStep pair_step(KernelCache cache, int loss, const double[::1] y, const double[::1] alpha,
-                               const double[::1] F, const double[::1] diag, Py_ssize_t i, Py_ssize_t j,
+                               double Fi, double Fj, const double[::1] diag, Py_ssize_t i, Py_ssize_t j,
                                double C, double lam, double lo, double hi) noexcept nogil:
     "The step on the pair (i, j): j's row is fetched first so that i's is the most recent in the cache."
     cdef PairStep step
     step.row_j = cache.row(j)
     step.row_i = cache.row(i)
-    step.t = solve_pair(loss, F[i], F[j], diag[i], diag[j], step.row_i[j], alpha[i], alpha[j], y[i], y[j],
+    step.t = solve_pair(loss, Fi, Fj, diag[i], diag[j], step.row_i[j], alpha[i], alpha[j], y[i], y[j],
                         C, lam, lo, hi, &step.at_end)
     return step
 
@@ -197,11 +197,11 @@ cdef inline unsigned char membership(double y, double a, double lo, double hi) n
 
 
 cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] alpha, double C, double lo,
-                               double hi, Py_ssize_t k, double[::1] dphi_a, double[::1] d2phi_a,
-                               unsigned char[::1] member) noexcept nogil:
-    "Recompute the per-index state of k after alpha_k moved."
+                               double hi, Py_ssize_t k, const double[::1] diag, double[::1] dphi_a,
+                               double[::1] curv, unsigned char[::1] member) noexcept nogil:
+    "Recompute the per-index state of k after alpha_k moved: phi'(a_k), K_kk + phi''(a_k) and the membership."
     dphi_a[k] = dphi(loss, alpha[k], C)
-    d2phi_a[k] = d2phi(loss, alpha[k], C)
+    curv[k] = diag[k] + d2phi(loss, alpha[k], C)
     member[k] = membership(y[k], alpha[k], lo, hi)
 
 
@@ -233,37 +233,56 @@ cdef Extremes scan_scores(const double[::1] y, const double[::1] F, const double
     return e
 
 
-cdef Extremes update_and_scan(const double[::1] y, double[::1] F, const double[::1] dphi_a,
-                              const unsigned char[::1] member, double lam, double[::1] s, double t,
-                              const double* row_i, const double* row_j) noexcept nogil:
-    """F += t (K_i - K_j) fused with the next selection's scan: one pass over the points per step instead of two
-    (the same arithmetic as apply_pair followed by scan_scores, so the same bits)."""
+cdef inline double gradient_from_score(double s, double y, double dphi_a, double lam) noexcept nogil:
+    "F_k from its score: s_k = -F_k - y_k (phi'(a_k) - lam) solved for F_k."
+    return -s - y * (dphi_a - lam)
+
+
+cdef void gradient_from_scores(const double[::1] s, const double[::1] y, const double[::1] dphi_a, double lam,
+                               double[::1] F) noexcept nogil:
+    cdef Py_ssize_t k
+    for k in range(s.shape[0]):
+        F[k] = gradient_from_score(s[k], y[k], dphi_a[k], lam)
+
+
+cdef Extremes shift_and_scan(double[::1] s, const unsigned char[::1] member, double t, const double* row_i,
+                             const double* row_j) noexcept nogil:
+    """s -= t (K_i - K_j), the scores' share of F += t (K_i - K_j), fused with the next selection's scan. The loop
+    keeps the scores instead of F: one pass reads three arrays (s and the two rows) instead of six, and its extremes
+    are branch-free selects (the scores of i and j, whose phi' also changed, are corrected before the pass)."""
     cdef Extremes e = no_extremes()
     cdef Py_ssize_t k
-    for k in range(y.shape[0]):
-        F[k] += t * (row_i[k] - row_j[k])
-        s[k] = cached_score(F[k], y[k], dphi_a[k], lam)
-        consider(&e, k, s[k], member[k])
+    cdef double v, up, low
+    for k in range(s.shape[0]):
+        v = s[k] - t * (row_i[k] - row_j[k])
+        s[k] = v
+        up = v if member[k] & 1 else -1e300
+        low = v if member[k] & 2 else 1e300
+        if up > e.m:
+            e.m = up
+            e.i = k
+        if low < e.M:
+            e.M = low
+            e.j = k
     return e
 
 
 cdef Py_ssize_t second_order_partner(int loss, const double[::1] s, const unsigned char[::1] member,
-                                     const double[::1] diag, const double[::1] d2phi_a, const double* row_i,
-                                     Py_ssize_t i, double m_val) noexcept nogil:
+                                     const double[::1] curv, const double* row_i, Py_ssize_t i,
+                                     double m_val) noexcept nogil:
     """j = argmax over the violating I_low of v^2 / q, v = m - s_j, q = the pair's curvature at t = 0
-    (Fan, Chen & Lin; Consolo et al. (34)-(35)); -1 if none violates."""
+    (Fan, Chen & Lin; Consolo et al. (34)-(35)); -1 if none violates. curv_k = K_kk + phi''(a_k), so
+    q = curv_i + curv_k - 2 K_ik."""
     cdef Py_ssize_t k, j = -1
-    cdef double v, q, best = 0.0, Kii = diag[i]
+    cdef double v, q, best = 0.0, curv_i = curv[i]
     for k in range(s.shape[0]):
         if not (member[k] & 2):
             continue
         v = m_val - s[k]
         if v <= 0.0:
             continue
-        q = Kii + diag[k] - 2.0 * row_i[k]
-        if loss == LOGISTIC:
-            q = q + d2phi_a[i] + d2phi_a[k]
-        elif q <= 0.0:
+        q = curv_i + curv[k] - 2.0 * row_i[k]
+        if loss != LOGISTIC and q <= 0.0:
             q = TAU_CURVATURE
         if v * v > best * q:     # v^2 / q > best without a division per point (q > 0)
             best = v * v / q
@@ -337,24 +356,26 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
         raise ValueError("trace arrays must hold max_iter + 1 entries")
-    # Per-index state that changes only at the two indices a step moves: phi'(a_k), phi''(a_k) (two logs per point
-    # per iteration would otherwise dominate the scan) and the I_up / I_low membership; the scores s_k are kept from
-    # the fused update-and-scan pass for the second-order rule.
-    dphi_buffer, d2phi_buffer, score_buffer = np.empty(n), np.empty(n), np.empty(n)
+    # Per-index state that changes only at the two indices a step moves: phi'(a_k), K_kk + phi''(a_k) (two logs per
+    # point per iteration would otherwise dominate the scan) and the I_up / I_low membership. The loop keeps the
+    # scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed (the pair, the end).
+    dphi_buffer, curv_buffer, score_buffer = np.empty(n), np.empty(n), np.empty(n)
     member_buffer = np.empty(n, dtype=np.uint8)
     cdef double[::1] dphi_a = dphi_buffer
-    cdef double[::1] d2phi_a = d2phi_buffer
+    cdef double[::1] curv = curv_buffer
     cdef double[::1] s = score_buffer
     cdef unsigned char[::1] member = member_buffer
+    cdef double dphi_i, dphi_j
     with nogil:
         for k in range(n):
-            refresh_index(loss, y, alpha, C, lo, hi, k, dphi_a, d2phi_a, member)
+            refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, member)
         e = scan_scores(y, F, dphi_a, member, lam, s)
         while True:
             # the maximal violating pair: i = argmax_{I_up} s, j = argmin_{I_low} s (Keerthi et al.; Chen et al.)
             gap = e.m - e.M if (e.i >= 0 and e.j >= 0) else 0.0
             if record:
                 trace_gap[it] = gap
+                gradient_from_scores(s, y, dphi_a, lam, F)
                 trace_objective[it] = objective_nogil(loss, y, alpha, F, C, lam)
             if gap <= tol:
                 status = 0
@@ -369,14 +390,15 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 row_i = cache.row(i)
                 if timed:
                     lap(&clock, phase_seconds, 1)
-                j = second_order_partner(loss, s, member, diag, d2phi_a, row_i, i, e.m)
+                j = second_order_partner(loss, s, member, curv, row_i, i, e.m)
                 if timed:
                     lap(&clock, phase_seconds, 0)
             if timed:
                 step.row_j = cache.row(j)
                 step.row_i = cache.row(i)
                 lap(&clock, phase_seconds, 1)
-            step = pair_step(cache, loss, y, alpha, F, diag, i, j, C, lam, lo, hi)   # i's row: still cached, refreshed
+            step = pair_step(cache, loss, y, alpha, gradient_from_score(s[i], y[i], dphi_a[i], lam),
+                             gradient_from_score(s[j], y[j], dphi_a[j], lam), diag, i, j, C, lam, lo, hi)   # i's row: still cached, refreshed
             if timed:
                 lap(&clock, phase_seconds, 2)
             if record:
@@ -387,12 +409,16 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 status = 2
                 break
             move_pair(y, alpha, i, j, step, lo, hi)
-            refresh_index(loss, y, alpha, C, lo, hi, i, dphi_a, d2phi_a, member)
-            refresh_index(loss, y, alpha, C, lo, hi, j, dphi_a, d2phi_a, member)
-            e = update_and_scan(y, F, dphi_a, member, lam, s, step.t, step.row_i, step.row_j)
+            dphi_i, dphi_j = dphi_a[i], dphi_a[j]
+            refresh_index(loss, y, alpha, C, lo, hi, i, diag, dphi_a, curv, member)
+            refresh_index(loss, y, alpha, C, lo, hi, j, diag, dphi_a, curv, member)
+            s[i] -= y[i] * (dphi_a[i] - dphi_i)   # the scores' share of phi' moving at i and j
+            s[j] -= y[j] * (dphi_a[j] - dphi_j)
+            e = shift_and_scan(s, member, step.t, step.row_i, step.row_j)
             if timed:
                 lap(&clock, phase_seconds, 3)
             it += 1
+        gradient_from_scores(s, y, dphi_a, lam, F)
     return it, gap, status
 
 
@@ -463,7 +489,7 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                     status = 1
                     stop = True
                     break
-                step = pair_step(cache, LOGISTIC, y, alpha, F, diag, i, j, C, lam, lo, hi)
+                step = pair_step(cache, LOGISTIC, y, alpha, F[i], F[j], diag, i, j, C, lam, lo, hi)
                 if step.t <= 0.0:
                     status = 2
                     stop = True
@@ -490,7 +516,7 @@ def smo_keerthi(KernelCache cache, const double[::1] y, double[::1] alpha, doubl
                         a, b = k, partner
                     else:
                         a, b = partner, k
-                    step = pair_step(cache, LOGISTIC, y, alpha, F, diag, a, b, C, lam, lo, hi)
+                    step = pair_step(cache, LOGISTIC, y, alpha, F[a], F[b], diag, a, b, C, lam, lo, hi)
                     if step.t <= 0.0:
                         continue   # k cannot move that way from its bound
                     if it >= max_iter:
