@@ -9,17 +9,18 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N',
            'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS',
            'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
-           'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS',
-           'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma',
-           'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO',
-           'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
-           'calibrated_table', 'headline', 'read_bench_records']
+           'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS', 'LARGE_SETS',
+           'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit',
+           'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
+           'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
+           'calibrated_table', 'headline', 'read_bench_records', 'large_fit', 'bench_large', 'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -894,3 +895,90 @@ def read_bench_records(
     "The records in `folder` matching `pattern`, {file stem: payload}, oldest first (by the run's time)."
     payloads = {p.stem: json.loads(p.read_text()) for p in Path(folder).glob(pattern)}
     return dict(sorted(payloads.items(), key=lambda item: item[1]["environment"]["when"]))
+
+# %% ../../nbs/81_bench.ipynb #669a6a3f
+LARGE_SETS = ("a9a", "ijcnn1")       # issue 21's memory-and-scale sets (own test files)
+LARGE_METHODS = ("klr", "svc")
+
+def _peak_rss_mib() -> float:
+    "The process's peak resident memory so far (Linux VmHWM), MiB; NaN where /proc is not available."
+    try: return _status_kib("VmHWM") / 1024
+    except (OSError, ValueError, StopIteration): return float("nan")
+
+def _large_fit_here(name: str, method: str, C: float, tol: float, offline: bool) -> dict:
+    "One timed fit of `method` on `name` in this process, and what it reached (called in a fresh process)."
+    from sklearn.metrics import log_loss
+    from sklearn.svm import SVC
+    from klrlab import KernelLogisticRegression
+    from klrlab.datasets import load
+    pin_one_thread()
+    data = load(name, scale=FEATURE_SCALING, allow_download=not offline)
+    X, X_test = np.ascontiguousarray(data.X), np.ascontiguousarray(data.X_test)
+    gamma = rbf_gamma(X, "scale")
+    model = (KernelLogisticRegression(C=C, gamma=gamma, tol=tol) if method == "klr" else
+             SVC(C=C, gamma=gamma, tol=tol))
+    before = _peak_rss_mib()
+    model, (wall, cpu) = _timed(lambda: model.fit(X, data.y))
+    record = dict(dataset=name, method=method, pid=os.getpid(), n_train=len(data.y), n_test=len(data.y_test),
+                  n_features=X.shape[1], C=C, gamma=gamma, tol=tol, wall_seconds=wall, cpu_seconds=cpu,
+                  peak_rss_mib=_peak_rss_mib(), rss_before_fit_mib=before,
+                  test_accuracy=float(model.score(X_test, data.y_test)))
+    if method == "klr":
+        record |= dict(n_iter=int(model.n_iter_), n_kernel_evals=int(model.n_kernel_evals_),
+                       kernel_evals_over_n2=model.n_kernel_evals_ / len(data.y) ** 2,
+                       converged=bool(model.converged_), kkt_violation=float(model.kkt_violation_),
+                       cache_mb=float(model._cache_megabytes()),
+                       test_logloss=float(log_loss(data.y_test, model.predict_proba(X_test), labels=model.classes_)))
+    else:
+        record |= dict(n_support=int(len(model.support_)), cache_mb=float(model.cache_size))
+    return record
+
+def large_fit(
+    name: str,  # a dataset with its own test file (LARGE_SETS, or any other)
+    method: str,  # 'klr' (KernelLogisticRegression) or 'svc' (scikit-learn's SVC)
+    C: float = 1.0,
+    tol: float = 1e-3,  # both methods' stopping tolerance (LIBSVM's default)
+    offline: bool = False,  # never download
+) -> dict:  # the record: seconds, peak memory, work, test scores
+    "One fit of `method` on `name`, in a fresh process on one thread, with its peak resident memory."
+    _accepted("method", method, LARGE_METHODS)
+    call = (f"import json; from klrlab.repro.bench import _large_fit_here; "
+            f"print(json.dumps(_large_fit_here({name!r}, {method!r}, {float(C)!r}, {float(tol)!r}, {offline!r})))")
+    run = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True,
+                         env=os.environ | {v: "1" for v in ONE_THREAD_VARIABLES})
+    if run.returncode != 0:
+        raise ReproError(f"the {method} fit on {name} failed (exit code {run.returncode}): "
+                         f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+def bench_large(
+    datasets=LARGE_SETS,  # the large sets
+    out=None,  # folder of the JSON record (None: none written)
+    record: str = "klr_large_fits",  # the JSON file's name without .json
+    offline: bool = False,  # never download
+) -> pd.DataFrame:
+    "KLR and SVC, one fit each, on each large set: a frame of `large_fit` records with KLR / SVC per set; JSON to `out`."
+    folder = check_out_dir(Path(out)) if out is not None else None
+    records = [large_fit(name, method, offline=offline) for name in datasets for method in LARGE_METHODS]
+    frame = pd.DataFrame(records)
+    if folder is not None:
+        payload = dict(environment=environment(), parameters=dict(datasets=list(datasets), methods=list(LARGE_METHODS),
+                       C=1.0, tol=1e-3, gamma="scale", feature_scaling=FEATURE_SCALING), records=records)
+        _atomic_write_text(folder / f"{record}.json", json.dumps(payload, indent=1, default=float))
+    return frame
+
+def large_fit_table(records) -> pd.DataFrame:
+    "One line per set: KLR's and SVC's seconds, peak memory and test scores, and KLR's time over SVC's."
+    frame = pd.DataFrame(records).set_index(["dataset", "method"])
+    wide = frame[["n_train", "wall_seconds", "peak_rss_mib", "test_accuracy"]].unstack("method")
+    wide.columns = [f"{method}_{column}" for column, method in wide.columns]
+    klr = frame.xs("klr", level="method")
+    table = pd.DataFrame({"n_train": wide["klr_n_train"], "klr_s": wide["klr_wall_seconds"],
+                          "svc_s": wide["svc_wall_seconds"],
+                          "klr_over_svc": wide["klr_wall_seconds"] / wide["svc_wall_seconds"],
+                          "klr_peak_mib": wide["klr_peak_rss_mib"], "svc_peak_mib": wide["svc_peak_rss_mib"],
+                          "klr_iter": klr["n_iter"], "klr_kernel_evals_over_n2": klr["kernel_evals_over_n2"],
+                          "klr_accuracy": wide["klr_test_accuracy"], "svc_accuracy": wide["svc_test_accuracy"],
+                          "klr_logloss": klr["test_logloss"]})
+    return table.reset_index()
+

@@ -326,3 +326,26 @@ def test_stored_path_record_has_every_set_and_both_questions():
     assert (path.certificate <= 1e-3).all()
     cv = records[records.question == "cv"].pivot_table(index="dataset", columns="method", values="path_cv_error")
     assert (cv.iloc[:, 1] <= cv.iloc[:, 0] + 1e-12).all()       # the path's choice is the exact curve's minimum
+
+
+def test_large_fit_runs_each_method_in_its_own_process_and_refuses_an_unknown_one():
+    "issue 21's memory-and-scale record: a fresh process per fit, its own peak memory, KLR certified; bad method named."
+    from klrlab.repro.bench import bench_large, large_fit, large_fit_table
+    klr, svc = (large_fit("keerthi-gauss2d", method) for method in ("klr", "svc"))
+    assert klr["pid"] != svc["pid"] != os.getpid()
+    assert klr["converged"] and klr["kkt_violation"] <= klr["tol"] and klr["kernel_evals_over_n2"] >= 1
+    assert svc["n_support"] > 0 and svc["gamma"] == klr["gamma"] and svc["n_train"] == klr["n_train"] == 400
+    table = large_fit_table([klr, svc])
+    assert table.klr_over_svc.iloc[0] == pytest.approx(klr["wall_seconds"] / svc["wall_seconds"])
+    with pytest.raises(ReproError, match="method"):
+        large_fit("keerthi-gauss2d", "liblinear")
+
+
+def test_stored_large_fit_record_has_both_methods_on_each_large_set():
+    path = Path(__file__).parents[2] / "nbs" / "results" / "klr_large_fits.json"
+    if not path.exists(): pytest.skip("the large-set record is not stored in this checkout")
+    from klrlab.repro.bench import LARGE_SETS, large_fit_table
+    records = json.loads(path.read_text())["records"]
+    assert {(r["dataset"], r["method"]) for r in records} == {(s, m) for s in LARGE_SETS for m in ("klr", "svc")}
+    assert all(r["converged"] and r["kkt_violation"] <= r["tol"] for r in records if r["method"] == "klr")
+    assert len(large_fit_table(records)) == len(LARGE_SETS)
