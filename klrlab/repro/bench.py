@@ -978,6 +978,7 @@ def large_fit_table(records) -> pd.DataFrame:
                           "klr_over_svc": wide["klr_wall_seconds"] / wide["svc_wall_seconds"],
                           "klr_peak_mib": wide["klr_peak_rss_mib"], "svc_peak_mib": wide["svc_peak_rss_mib"],
                           "klr_iter": klr["n_iter"], "klr_kernel_evals_over_n2": klr["kernel_evals_over_n2"],
+                          "klr_cache_mb": klr["cache_mb"],
                           "klr_accuracy": wide["klr_test_accuracy"], "svc_accuracy": wide["svc_test_accuracy"],
                           "klr_logloss": klr["test_logloss"]})
     return table.reset_index()
