@@ -16,7 +16,7 @@ export KLRLAB_OUT := $(abspath $(OUT))
 BIN := $(VENV)/bin
 # The install stamp is named by a hash of what the build reads, not by mtimes: nbdev-export rewrites
 # pyproject.toml with the same content, which must not trigger a reinstall.
-BUILD_HASH := $(shell cat pyproject.toml setup.py $$(find klrlab -name '*.pyx' -o -name '*.pxd' | sort) 2>/dev/null | sha256sum | cut -c1-16)
+BUILD_HASH := $(shell cat pyproject.toml setup.py $$(find klrlab -name '*.pyx' -o -name '*.pxd' -o -name '*.h' | sort) 2>/dev/null | sha256sum | cut -c1-16)
 STAMP := $(VENV)/.klrlab-installed-$(BUILD_HASH)
 
 .PHONY: main test test-mirror setup build repro notebooks docs
@@ -45,7 +45,7 @@ $(STAMP):
 	rm -f $(VENV)/.klrlab-installed-*
 	touch $@
 
-# Recompile the .pyx files in place after an edit (faster than a reinstall).
+# Recompile the .pyx files (and the C headers they include) in place after an edit (faster than a reinstall).
 build: setup
 	$(BIN)/python setup.py -q build_ext --inplace
 

@@ -29,8 +29,10 @@ cdef class KernelCache:
     cdef Py_ssize_t[::1] column_of
     cdef double[::1] value_of
     cdef double[::1] dense_row         # x_i scattered into p slots while its row is computed (zero otherwise)
+    cdef double[::1] slot_coef         # combine_rows' coefficients in slot order (scratch, one per cached row)
 
     cdef const double* row(self, Py_ssize_t i) noexcept nogil
+    cdef void combine_rows(self, const double* coef, double* out) noexcept nogil
     cdef double diag(self, Py_ssize_t i) noexcept nogil
     cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil
     cdef void _sparse_dots(self, Py_ssize_t i, double* out) noexcept nogil

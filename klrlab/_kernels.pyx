@@ -138,6 +138,7 @@ cdef class KernelCache:
         self.head = self.tail = -1
         self.n_used = 0
         self.n_kernel_evals = self.n_hits = self.n_misses = 0
+        self.slot_coef = np.zeros(max(self.capacity, 1))
         self._set_sparse_rows(X)
 
     def _set_sparse_rows(self, X):
@@ -195,6 +196,34 @@ cdef class KernelCache:
         self.row_of_slot[slot] = i
         self._push_front(slot)
         return &self.buffer[slot, 0]
+
+    cdef void combine_rows(self, const double* coef, double* out) noexcept nogil:
+        """out = sum_i coef[i] K[i, :]. When every row is cached (or the matrix is precomputed) one BLAS dgemv reads
+        them all in place; otherwise one cached row per non-zero coef[i], so a zero coefficient costs no row."""
+        cdef Py_ssize_t i, k, slot, n = self.n_samples
+        cdef const double* r
+        cdef int rows = <int> n, one = 1
+        cdef double unit = 1.0, zero = 0.0
+        cdef char no_trans = b"N"
+        if self.kernel_code == PRECOMPUTED:
+            # row-major K (n x n) is column-major K^T; K symmetric, so K^T coef = sum_i coef_i K[i, :]
+            dgemv(&no_trans, &rows, &rows, &unit, <double*> &self.X[0, 0], &rows, <double*> coef, &one, &zero,
+                  out, &one)
+            return
+        if self.n_used == n:
+            for slot in range(n):
+                self.slot_coef[slot] = coef[self.row_of_slot[slot]]
+            # row-major buffer (n slots x n) is column-major (n x n slots): out = buffer^T slot_coef
+            dgemv(&no_trans, &rows, &rows, &unit, &self.buffer[0, 0], &rows, &self.slot_coef[0], &one, &zero,
+                  out, &one)
+            return
+        for k in range(n):
+            out[k] = 0.0
+        for i in range(n):
+            if coef[i] != 0.0:
+                r = self.row(i)
+                for k in range(n):
+                    out[k] += coef[i] * r[k]
 
     cdef void _compute_row(self, Py_ssize_t i, double* out) noexcept nogil:
         cdef Py_ssize_t j, n = self.n_samples

@@ -10,9 +10,26 @@ optimal iff m(a) = max_{I_up} s_i <= M(a) = min_{I_low} s_i (Chen, Fan & Lin 200
 This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives and tests it.
 """
 import numpy as np
-from libc.math cimport INFINITY, fabs, log
+from libc.math cimport INFINITY, fabs, fmin, log
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from klrlab._kernels cimport KernelCache
+
+cdef extern from "_smo_scans.h" nogil:
+    # The two O(n) passes of a step, vectorised (hand-written C beside this file: Cython cannot express the lanes).
+    ctypedef struct klr_extremes:
+        Py_ssize_t i
+        Py_ssize_t j
+        double m
+        double M
+    klr_extremes klr_shift_and_scan(double* s, const double* up_pen, const double* low_pen, double t,
+                                    const double* row_i, const double* row_j, Py_ssize_t n)
+    Py_ssize_t klr_second_order(const double* s, const double* low_pen, const double* curv, const double* row_i,
+                                double curv_i, double m, double tau, Py_ssize_t n)
+    klr_extremes klr_shift_and_scan_with(int avx2, double* s, const double* up_pen, const double* low_pen, double t,
+                                         const double* row_i, const double* row_j, Py_ssize_t n)
+    Py_ssize_t klr_second_order_with(int avx2, const double* s, const double* low_pen, const double* curv,
+                                     const double* row_i, double curv_i, double m, double tau, Py_ssize_t n)
+    int klr_avx2_available()
 
 cdef enum:
     HINGE = 0
@@ -25,9 +42,12 @@ LOSS_CODES = {"logistic": LOGISTIC, "hinge": HINGE}
 WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND}
 STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
 PHASES = ("second-order selection", "kernel rows", "1-D solve", "gradient update + next scan")
+# The builds of the vectorised passes this CPU can run, fastest last; the engine runs the last.
+SCAN_BODIES = ("baseline", "avx2") if klr_avx2_available() else ("baseline",)
 
-cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (SVM only)
+cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (KLR's is >= 4 / C > 0)
 cdef double EPS = 2.220446049250313e-16
+cdef double NEWTON_SETTLED = 1e-9   # a 1-D Newton step below this share of t (and of U - t): the next is below rounding
 
 
 cdef inline double now() noexcept nogil:
@@ -45,9 +65,9 @@ cdef inline void lap(double* clock, double[::1] seconds, int phase) noexcept nog
 
 
 cdef inline double dphi(int loss, double a, double C) noexcept nogil:
-    "phi'(a): log(a / (C - a)) for the entropy term, 0 for the SVM."
+    "phi'(a): log(a / (C - a)) for the entropy term (one log), 0 for the SVM."
     if loss == LOGISTIC:
-        return log(a) - log(C - a)
+        return log(a / (C - a))
     return 0.0
 
 
@@ -76,27 +96,81 @@ cdef inline bint in_low(double y, double a, double lo, double hi) noexcept nogil
     return (y < 0 and a < hi) or (y > 0 and a > lo)
 
 
+cdef inline double odds_term(double u, double y, double C, bint numerator) noexcept nogil:
+    "The factor of u / (C - u) (y > 0) or of its inverse (y < 0) that goes above (numerator) or below the line."
+    return u if (y > 0) == numerator else C - u
+
+
+cdef inline double entropy_slope(double t, double ai, double aj, double yi, double yj, double C) noexcept nogil:
+    """y_i phi'(a_i + y_i t) - y_j phi'(a_j - y_j t) with one log: each term is the log of an odds ratio or of its
+    inverse, so the sum is the log of one product over another."""
+    cdef double ui = ai + yi * t, uj = aj - yj * t
+    return log((odds_term(ui, yi, C, True) * odds_term(uj, -yj, C, True))
+               / (odds_term(ui, yi, C, False) * odds_term(uj, -yj, C, False)))
+
+
 cdef inline double pair_slope(int loss, double t, double Fi, double Fj, double eta, double ai, double aj,
                               double yi, double yj, double C, double lam) noexcept nogil:
     """d/dt f(a_i + y_i t, a_j - y_j t)
     = (F_i - F_j) + t eta + y_i phi'(a_i + y_i t) - y_j phi'(a_j - y_j t) - lam (y_i - y_j)."""
-    return (Fi - Fj) + t * eta + yi * dphi(loss, ai + yi * t, C) - yj * dphi(loss, aj - yj * t, C) - lam * (yi - yj)
+    if loss == LOGISTIC:
+        return (Fi - Fj) + t * eta + entropy_slope(t, ai, aj, yi, yj, C) - lam * (yi - yj)
+    return (Fi - Fj) + t * eta - lam * (yi - yj)
+
+
+cdef double entropy_root(double slope0, double U, double Fi, double Fj, double eta, double ai, double aj,
+                         double yi, double yj, double C, double lam, bint* at_end) noexcept nogil:
+    """KLR's minimiser along the pair: the root of the slope in (0, U), or the wall U if the slope is still <= 0 there
+    (phi' is strictly increasing, so the slope rises from slope0 < 0). Newton from t = 0 inside a bracket that every
+    evaluated slope narrows; a Newton step that leaves the bracket is replaced by bisection, and one that points past
+    the wall first asks whether the wall is the minimiser. Stops when the Newton step is below NEWTON_SETTLED of t
+    and of its distance to the wall (quadratic convergence then leaves the next step below rounding; the curvature
+    grows near the wall, so the distance counts too), when the slope is zero to rounding, or when the bracket is one
+    rounding wide."""
+    cdef double a_left = 0.0, b_right = U, t = 0.0, d = slope0, step, t_new, entropy, noise
+    cdef bint wall_checked = False
+    cdef int k
+    for k in range(200):
+        step = -d / (eta + d2phi(LOGISTIC, ai + yi * t, C) + d2phi(LOGISTIC, aj - yj * t, C))
+        t_new = t + step
+        if t_new >= U and not wall_checked:
+            wall_checked = True
+            if pair_slope(LOGISTIC, U, Fi, Fj, eta, ai, aj, yi, yj, C, lam) <= 0.0:
+                at_end[0] = True
+                return U
+        if not (a_left < t_new < b_right):
+            t_new = 0.5 * (a_left + b_right)
+        elif fabs(step) <= NEWTON_SETTLED * fmin(t_new, U - t_new):
+            return t_new
+        t = t_new
+        entropy = entropy_slope(t, ai, aj, yi, yj, C)
+        d = (Fi - Fj) + t * eta + entropy - lam * (yi - yj)     # pair_slope's sum, its terms kept for the noise
+        noise = 8.0 * EPS * (fabs(Fi) + fabs(Fj) + fabs(t * eta) + fabs(entropy) + fabs(lam * (yi - yj)))
+        if fabs(d) <= noise:
+            return t
+        if d < 0.0:
+            a_left = t
+        else:
+            b_right = t
+        if b_right - a_left <= 4.0 * EPS * b_right:
+            break
+    if b_right == U and not wall_checked and pair_slope(LOGISTIC, U, Fi, Fj, eta, ai, aj, yi, yj, C, lam) <= 0.0:
+        at_end[0] = True
+        return U
+    return t
 
 
 cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, double Kij, double ai, double aj,
                        double yi, double yj, double C, double lam, double lo, double hi, bint* at_end) noexcept nogil:
     """The exact minimiser t* in (0, U] of f along the pair direction (i gains y_i t, j loses y_j t).
 
-    SVM: the clipped Newton step. KLR: phi' is strictly increasing, so if the slope at the wall U is still negative
-    the minimiser is the wall; otherwise the root of the slope in (0, U), by Newton safeguarded with bisection,
-    to rounding."""
+    SVM: the clipped Newton step. KLR: the root of the slope, or the wall (entropy_root)."""
     cdef double Ui = (hi - ai) if yi > 0 else (ai - lo)
     cdef double Uj = (aj - lo) if yj > 0 else (hi - aj)
     cdef double U = Ui if Ui < Uj else Uj
     cdef double eta = Kii + Kjj - 2.0 * Kij
     cdef double slope0 = pair_slope(loss, 0.0, Fi, Fj, eta, ai, aj, yi, yj, C, lam)
-    cdef double t, t_new, d, curv, a_left, b_right
-    cdef int k
+    cdef double t
     at_end[0] = False
     if U <= 0.0 or slope0 >= 0.0:
         return 0.0
@@ -108,30 +182,7 @@ cdef double solve_pair(int loss, double Fi, double Fj, double Kii, double Kjj, d
             at_end[0] = True
             return U
         return t
-    if pair_slope(loss, U, Fi, Fj, eta, ai, aj, yi, yj, C, lam) <= 0.0:
-        at_end[0] = True
-        return U
-    a_left, b_right, t = 0.0, U, 0.0
-    d = slope0
-    for k in range(200):
-        curv = eta + d2phi(loss, ai + yi * t, C) + d2phi(loss, aj - yj * t, C)
-        t_new = t - d / curv
-        if not (a_left < t_new < b_right):
-            t_new = 0.5 * (a_left + b_right)
-        if fabs(t_new - t) <= 4.0 * EPS * t_new:
-            t = t_new
-            break
-        t = t_new
-        d = pair_slope(loss, t, Fi, Fj, eta, ai, aj, yi, yj, C, lam)
-        if d == 0.0:
-            break
-        if d < 0.0:
-            a_left = t
-        else:
-            b_right = t
-        if b_right - a_left <= 4.0 * EPS * b_right:
-            break
-    return t
+    return entropy_root(slope0, U, Fi, Fj, eta, ai, aj, yi, yj, C, lam, at_end)
 
 
 cdef struct PairStep:
@@ -184,53 +235,35 @@ cdef void apply_pair(const double[::1] y, double[::1] alpha, double[::1] F, Py_s
         F[k] += t * (row_i[k] - row_j[k])
 
 
-cdef struct Extremes:
-    Py_ssize_t i          # argmax of the score over I_up (-1: empty)
-    Py_ssize_t j          # argmin of the score over I_low (-1: empty)
-    double m              # the max, and the min
-    double M
+cdef inline double up_penalty(double y, double a, double lo, double hi) noexcept nogil:
+    "0 for a member of I_up, -inf otherwise: added to a score, it keeps non-members out of the max."
+    return 0.0 if in_up(y, a, lo, hi) else -INFINITY
 
 
-cdef inline unsigned char membership(double y, double a, double lo, double hi) noexcept nogil:
-    "Bit 1: the index is in I_up; bit 2: in I_low."
-    return (1 if in_up(y, a, lo, hi) else 0) | (2 if in_low(y, a, lo, hi) else 0)
+cdef inline double low_penalty(double y, double a, double lo, double hi) noexcept nogil:
+    "0 for a member of I_low, +inf otherwise: added to a score, it keeps non-members out of the min."
+    return 0.0 if in_low(y, a, lo, hi) else INFINITY
 
 
 cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] alpha, double C, double lo,
                                double hi, Py_ssize_t k, const double[::1] diag, double[::1] dphi_a,
-                               double[::1] curv, unsigned char[::1] member) noexcept nogil:
+                               double[::1] curv, double[::1] up_pen, double[::1] low_pen) noexcept nogil:
     "Recompute the per-index state of k after alpha_k moved: phi'(a_k), K_kk + phi''(a_k) and the membership."
     dphi_a[k] = dphi(loss, alpha[k], C)
     curv[k] = diag[k] + d2phi(loss, alpha[k], C)
-    member[k] = membership(y[k], alpha[k], lo, hi)
+    up_pen[k] = up_penalty(y[k], alpha[k], lo, hi)
+    low_pen[k] = low_penalty(y[k], alpha[k], lo, hi)
 
 
-cdef inline Extremes no_extremes() noexcept nogil:
-    "Extremes before any point is seen: no index, m = -inf, M = +inf (as numbers the scores never reach)."
-    cdef Extremes e
-    e.i = e.j = -1
-    e.m, e.M = -1e300, 1e300
-    return e
-
-
-cdef inline void consider(Extremes* e, Py_ssize_t k, double s, unsigned char member) noexcept nogil:
-    if (member & 1) and s > e.m:
-        e.m = s
-        e.i = k
-    if (member & 2) and s < e.M:
-        e.M = s
-        e.j = k
-
-
-cdef Extremes scan_scores(const double[::1] y, const double[::1] F, const double[::1] dphi_a,
-                          const unsigned char[::1] member, double lam, double[::1] s) noexcept nogil:
+cdef klr_extremes scan_scores(const double[::1] y, const double[::1] F, const double[::1] dphi_a,
+                              const double[::1] up_pen, const double[::1] low_pen, double lam,
+                              double[::1] s) noexcept nogil:
     "Every score s_k into s, and the extremes m (over I_up) and M (over I_low) with their indices."
-    cdef Extremes e = no_extremes()
-    cdef Py_ssize_t k
-    for k in range(y.shape[0]):
+    cdef Py_ssize_t k, n = y.shape[0]
+    for k in range(n):
         s[k] = cached_score(F[k], y[k], dphi_a[k], lam)
-        consider(&e, k, s[k], member[k])
-    return e
+    # a zero step: the pass that finds the extremes leaves s as it is (s - 0 (s - s) = s, bit for bit)
+    return klr_shift_and_scan(&s[0], &up_pen[0], &low_pen[0], 0.0, &s[0], &s[0], n)
 
 
 cdef inline double gradient_from_score(double s, double y, double dphi_a, double lam) noexcept nogil:
@@ -245,67 +278,62 @@ cdef void gradient_from_scores(const double[::1] s, const double[::1] y, const d
         F[k] = gradient_from_score(s[k], y[k], dphi_a[k], lam)
 
 
-cdef Extremes shift_and_scan(double[::1] s, const unsigned char[::1] member, double t, const double* row_i,
-                             const double* row_j) noexcept nogil:
-    """s -= t (K_i - K_j), the scores' share of F += t (K_i - K_j), fused with the next selection's scan. The loop
-    keeps the scores instead of F: one pass reads three arrays (s and the two rows) instead of six, and its extremes
-    are branch-free selects (the scores of i and j, whose phi' also changed, are corrected before the pass)."""
-    cdef Extremes e = no_extremes()
-    cdef Py_ssize_t k
-    cdef double v, up, low
-    for k in range(s.shape[0]):
-        v = s[k] - t * (row_i[k] - row_j[k])
-        s[k] = v
-        up = v if member[k] & 1 else -1e300
-        low = v if member[k] & 2 else 1e300
-        if up > e.m:
-            e.m = up
-            e.i = k
-        if low < e.M:
-            e.M = low
-            e.j = k
-    return e
+def shift_and_scan(double[::1] s, const double[::1] up_pen, const double[::1] low_pen, double t,
+                   const double[::1] row_i, const double[::1] row_j, str body=None):
+    """The engine's fused pass, from Python (for tests): s -= t (row_i - row_j) in place, then (i, j, m, M), the argmax
+    of s + up_pen and the argmin of s + low_pen (the lowest index on ties; -1 with m = -1e300 or M = 1e300 if none)."""
+    cdef Py_ssize_t n = _scan_length(s, (up_pen, low_pen, row_i, row_j), body)
+    cdef int avx2 = body is None or body == "avx2"
+    cdef klr_extremes e
+    with nogil:
+        e = klr_shift_and_scan_with(avx2, &s[0], &up_pen[0], &low_pen[0], t, &row_i[0], &row_j[0], n)
+    return e.i, e.j, e.m, e.M
 
 
-cdef Py_ssize_t second_order_partner(int loss, const double[::1] s, const unsigned char[::1] member,
-                                     const double[::1] curv, const double* row_i, Py_ssize_t i,
-                                     double m_val) noexcept nogil:
-    """j = argmax over the violating I_low of v^2 / q, v = m - s_j, q = the pair's curvature at t = 0
-    (Fan, Chen & Lin; Consolo et al. (34)-(35)); -1 if none violates. curv_k = K_kk + phi''(a_k), so
-    q = curv_i + curv_k - 2 K_ik."""
-    cdef Py_ssize_t k, j = -1
-    cdef double v, q, best = 0.0, curv_i = curv[i]
-    for k in range(s.shape[0]):
-        if not (member[k] & 2):
-            continue
-        v = m_val - s[k]
-        if v <= 0.0:
-            continue
-        q = curv_i + curv[k] - 2.0 * row_i[k]
-        if loss != LOGISTIC and q <= 0.0:
-            q = TAU_CURVATURE
-        if v * v > best * q:     # v^2 / q > best without a division per point (q > 0)
-            best = v * v / q
-            j = k
+def second_order_scan(const double[::1] s, const double[::1] low_pen, const double[::1] curv,
+                      const double[::1] row_i, double curv_i, double m, str body=None):
+    """The engine's j scan, from Python (for tests): argmax of (m - s_k)^2 / q_k over s_k + low_pen_k < m, with
+    q_k = curv_i + curv_k - 2 row_i[k] (1e-12 where q_k <= 0); the lowest index on ties, -1 if none."""
+    cdef Py_ssize_t n = _scan_length(s, (low_pen, curv, row_i), body), j
+    cdef int avx2 = body is None or body == "avx2"
+    with nogil:
+        j = klr_second_order_with(avx2, &s[0], &low_pen[0], &curv[0], &row_i[0], curv_i, m,
+                                  TAU_CURVATURE, n)
     return j
 
 
+def pair_minimiser(str loss, double Fi, double Fj, double Kii, double Kjj, double Kij, double ai, double aj,
+                   double yi, double yj, double C, double lam, double lo, double hi):
+    """The engine's exact step on one pair, from Python (for tests): (t, whether it ends on a bound), t minimising f
+    along a_i + y_i t, a_j - y_j t over [0, U]."""
+    if loss not in LOSS_CODES:
+        raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSS_CODES))}")
+    if not (lo < ai < hi or loss == "hinge") or not (lo < aj < hi or loss == "hinge") or yi * yi != 1 or yj * yj != 1:
+        raise ValueError("the pair must be feasible: labels in {-1, +1}, KLR's alphas inside (lo, hi)")
+    cdef bint at_end = False
+    t = solve_pair(LOSS_CODES[loss], Fi, Fj, Kii, Kjj, Kij, ai, aj, yi, yj, C, lam, lo, hi, &at_end)
+    return t, bool(at_end)
+
+
+def _scan_length(s, others, body) -> int:
+    if body is not None and body not in SCAN_BODIES:
+        raise ValueError(f"body={body!r}; this CPU runs {', '.join(map(repr, SCAN_BODIES))} (None: the fastest)")
+    if len(s) == 0 or any(len(a) != len(s) for a in others):
+        raise ValueError("the arrays must be non-empty and of one length")
+    return len(s)
+
+
 def init_gradient(KernelCache cache, const double[::1] y, const double[::1] alpha, double[::1] F):
-    "F_i = sum_j alpha_j y_j K_ij, one cached row per non-zero alpha_j."
-    cdef Py_ssize_t n = y.shape[0], i, k
-    cdef const double* row
-    cdef double c
+    "F_i = sum_j alpha_j y_j K_ij: one BLAS product when every row is cached, else one cached row per non-zero alpha_j."
+    cdef Py_ssize_t n = y.shape[0], i
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
+    weights = np.empty(n)
+    cdef double[::1] c = weights
     with nogil:
-        for k in range(n):
-            F[k] = 0.0
         for i in range(n):
-            c = alpha[i] * y[i]
-            if c != 0.0:
-                row = cache.row(i)
-                for k in range(n):
-                    F[k] += c * row[k]
+            c[i] = alpha[i] * y[i]
+        cache.combine_rows(&c[0], &F[0])
 
 
 cdef double objective_nogil(int loss, const double[::1] y, const double[::1] alpha, const double[::1] F,
@@ -343,7 +371,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef double gap = 0.0
     cdef const double* row_i
     cdef PairStep step
-    cdef Extremes e
+    cdef klr_extremes e
     cdef bint record = trace_gap is not None
     cdef bint timed = phase_seconds is not None
     cdef double clock = 0.0
@@ -357,19 +385,20 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
         raise ValueError("trace arrays must hold max_iter + 1 entries")
     # Per-index state that changes only at the two indices a step moves: phi'(a_k), K_kk + phi''(a_k) (two logs per
-    # point per iteration would otherwise dominate the scan) and the I_up / I_low membership. The loop keeps the
-    # scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed (the pair, the end).
-    dphi_buffer, curv_buffer, score_buffer = np.empty(n), np.empty(n), np.empty(n)
-    member_buffer = np.empty(n, dtype=np.uint8)
+    # point per iteration would otherwise dominate the scan) and the I_up / I_low membership, as penalties added to the
+    # scores. The loop keeps the scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed
+    # (the pair, the end).
+    dphi_buffer, curv_buffer, score_buffer, up_buffer, low_buffer = (np.empty(n) for _ in range(5))
     cdef double[::1] dphi_a = dphi_buffer
     cdef double[::1] curv = curv_buffer
     cdef double[::1] s = score_buffer
-    cdef unsigned char[::1] member = member_buffer
+    cdef double[::1] up_pen = up_buffer
+    cdef double[::1] low_pen = low_buffer
     cdef double dphi_i, dphi_j
     with nogil:
         for k in range(n):
-            refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, member)
-        e = scan_scores(y, F, dphi_a, member, lam, s)
+            refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, up_pen, low_pen)
+        e = scan_scores(y, F, dphi_a, up_pen, low_pen, lam, s)
         while True:
             # the maximal violating pair: i = argmax_{I_up} s, j = argmin_{I_low} s (Keerthi et al.; Chen et al.)
             gap = e.m - e.M if (e.i >= 0 and e.j >= 0) else 0.0
@@ -390,7 +419,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 row_i = cache.row(i)
                 if timed:
                     lap(&clock, phase_seconds, 1)
-                j = second_order_partner(loss, s, member, curv, row_i, i, e.m)
+                j = klr_second_order(&s[0], &low_pen[0], &curv[0], row_i, curv[i], e.m, TAU_CURVATURE, n)
                 if timed:
                     lap(&clock, phase_seconds, 0)
             if timed:
@@ -410,11 +439,12 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 break
             move_pair(y, alpha, i, j, step, lo, hi)
             dphi_i, dphi_j = dphi_a[i], dphi_a[j]
-            refresh_index(loss, y, alpha, C, lo, hi, i, diag, dphi_a, curv, member)
-            refresh_index(loss, y, alpha, C, lo, hi, j, diag, dphi_a, curv, member)
+            refresh_index(loss, y, alpha, C, lo, hi, i, diag, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, j, diag, dphi_a, curv, up_pen, low_pen)
             s[i] -= y[i] * (dphi_a[i] - dphi_i)   # the scores' share of phi' moving at i and j
             s[j] -= y[j] * (dphi_a[j] - dphi_j)
-            e = shift_and_scan(s, member, step.t, step.row_i, step.row_j)
+            # s -= t (K_i - K_j), the scores' share of F += t (K_i - K_j), fused with the next selection's scan
+            e = klr_shift_and_scan(&s[0], &up_pen[0], &low_pen[0], step.t, step.row_i, step.row_j, n)
             if timed:
                 lap(&clock, phase_seconds, 3)
             it += 1

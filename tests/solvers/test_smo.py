@@ -1,9 +1,11 @@
 """The SMO engine: the KLR, sparse-KLR and C-SVM duals against independent oracles (the primal KLR and the primal (28)
 solved by SciPy, LIBSVM, the NumPy reference, the KKT conditions recomputed from alpha alone), sufficient decrease,
-Keerthi's two-loop scheme, warm starts and the path API, and clear errors."""
+Keerthi's two-loop scheme, warm starts and the path API, clear errors, and the compiled passes and 1-D step against
+NumPy and SciPy."""
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from scipy.optimize import brentq
 from sklearn.datasets import make_classification
 from sklearn.svm import SVC
 
@@ -12,6 +14,7 @@ from klrlab.dual import box, initial_alpha, kkt_violation, lower_bound, rescale_
 from klrlab.kernels import Kernel
 from klrlab.reference import (primal_28, primal_klr, reference_objective, reference_smo, reference_smo_newton_cg,
                               stationarity_violation)
+from klrlab.solvers._smo import SCAN_BODIES, pair_minimiser, second_order_scan, shift_and_scan
 from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
 from conftest import problem
@@ -310,3 +313,79 @@ def test_an_unbounded_box_is_the_svm_modes_alone():
     from klrlab.solvers.smo import smo_l2svc
     with pytest.raises(ValueError, match="C=inf"):
         smo_l2svc(X, y, np.inf)
+
+
+# ---- the compiled passes and the 1-D step, each against a plain NumPy / SciPy oracle ------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), t=st.sampled_from([0.0, 0.5, 1.0, -2.0]))
+def test_fused_pass_is_numpy_argmax_bit_for_bit_in_every_build(n, seed, t):
+    """s -= t (K_i - K_j) and the extremes over I_up / I_low, in each build of the vectorised pass this CPU runs:
+    the same scores bit for bit and the same indices as NumPy's argmax / argmin (ties to the lowest index; small
+    integers make ties common; lengths not a multiple of the vector width exercise the tail)."""
+    rng = np.random.default_rng(seed)
+    s, row_i, row_j = rng.integers(0, 5, n).astype(float), rng.integers(0, 3, n) / 2, rng.integers(0, 3, n) / 2
+    up_pen = np.where(rng.random(n) < 0.6, 0.0, -np.inf)
+    low_pen = np.where(rng.random(n) < 0.6, 0.0, np.inf)
+    shifted = s - t * (row_i - row_j)
+    expected = (int(np.argmax(shifted + up_pen)) if np.isfinite(up_pen).any() else -1,
+                int(np.argmin(shifted + low_pen)) if np.isfinite(low_pen).any() else -1)
+    for body in SCAN_BODIES:
+        ours = s.copy()
+        i, j, m, M = shift_and_scan(ours, up_pen, low_pen, t, row_i, row_j, body)
+        assert np.array_equal(ours, shifted) and (i, j) == expected, body
+        assert m == (shifted[i] if i >= 0 else -1e300) and M == (shifted[j] if j >= 0 else 1e300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1))
+def test_second_order_scan_is_numpy_argmax_in_every_build(n, seed):
+    "j = argmax (m - s_k)^2 / q_k over the violating I_low, in each build; q_k <= 0 floored at 1e-12 as in LIBSVM."
+    rng = np.random.default_rng(seed)
+    s, row_i = rng.integers(0, 5, n).astype(float), rng.integers(-1, 4, n) / 2
+    curv, curv_i, m = 1 + rng.integers(0, 3, n) / 2, 1.0, float(rng.integers(0, 5))
+    low_pen = np.where(rng.random(n) < 0.6, 0.0, np.inf)
+    v, q = m - (s + low_pen), curv_i + curv - 2 * row_i
+    ratio = np.where(v > 0, v * v / np.where(q > 0, q, 1e-12), 0.0)
+    expected = int(np.argmax(ratio)) if (ratio > 0).any() else -1
+    for body in SCAN_BODIES:
+        assert second_order_scan(s, low_pen, curv, row_i, curv_i, m, body) == expected, body
+
+
+def test_scan_wrappers_refuse_bad_input():
+    x = np.zeros(3)
+    with pytest.raises(ValueError, match="body='sse9'"):
+        shift_and_scan(x, x, x, 0.0, x, x, "sse9")
+    with pytest.raises(ValueError, match="one length"):
+        second_order_scan(x, x, np.zeros(2), x, 1.0, 0.0)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_klr_pair_step_is_the_exact_minimiser(seed):
+    """The 1-D step along a KLR pair against SciPy's brentq on the slope: the wall when the slope is still <= 0 there,
+    otherwise the root to 1e-11 relative or a point where the slope is zero to rounding. Pairs far inside the box, at
+    a bound's doorstep, with large and small C and lambda > 0 (sparse KLR)."""
+    rng = np.random.default_rng(seed)
+    C = 10 ** rng.uniform(-2, 4)
+    lo = 1e-13 * C * rng.choice([1, 1e8])
+    hi = C - lo
+    ai = max(rng.uniform(lo, hi) * rng.choice([1, 1e-6, 1e-10]), lo * (1 + 1e-7))
+    aj = max(rng.uniform(lo, hi) * rng.choice([1, 1e-6]), lo * (1 + 1e-7))
+    yi, yj = rng.choice([-1.0, 1.0], 2)
+    Kij, Fi, Fj = rng.uniform(-1, 1), *rng.normal(0, C * rng.choice([0.01, 1, 30]), 2)
+    lam = rng.choice([0.0, 0.1 * C])
+    eta = 2 - 2 * Kij
+    phi_prime = lambda a: np.log(a) - np.log(C - a)
+    slope = lambda t: (Fi - Fj) + t * eta + yi * phi_prime(ai + yi * t) - yj * phi_prime(aj - yj * t) - lam * (yi - yj)
+    U = min((hi - ai) if yi > 0 else (ai - lo), (aj - lo) if yj > 0 else (hi - aj))
+    t, at_end = pair_minimiser("logistic", Fi, Fj, 1.0, 1.0, Kij, ai, aj, yi, yj, C, lam, lo, hi)
+    if slope(0.0) >= 0:
+        assert t == 0.0 and not at_end
+    elif slope(U) <= 0:
+        assert t == U and at_end
+    else:
+        root = brentq(slope, 0.0, U, xtol=1e-300, rtol=8.9e-16, maxiter=5000)
+        noise = 1e-14 * (abs(Fi) + abs(Fj) + abs(lam) + eta * U + abs(np.log(U)) + 50)
+        assert 0 < t < U and not at_end
+        assert abs(t - root) <= 1e-11 * root or abs(slope(t)) <= noise, (t, root, slope(t))
