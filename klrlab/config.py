@@ -158,6 +158,8 @@ def load_settings(
 
 # %% ../nbs/00_config.ipynb #d5f6315d
 _REMEMBERED: dict = {}
+# the variables a resolution reads: the settings file's, then one per key (a fit asks for the settings every time)
+_SETTING_VARIABLES = ("KLRLAB_SETTINGS", *(var for _, var, _ in SETTING_KEYS.values()))
 
 def _file_stamp(path: Path | None):
     "The file's modification time (None: no file, or it is gone)."
@@ -166,7 +168,7 @@ def _file_stamp(path: Path | None):
 
 def current_settings() -> Settings:
     "`load_settings()`, remembered per working directory and KLRLAB_* variables until its file changes."
-    key = (os.getcwd(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("KLRLAB_"))))
+    key = (os.getcwd(), tuple(os.environ.get(var) for var in _SETTING_VARIABLES))
     if (hit := _REMEMBERED.get(key)) is not None and _file_stamp(hit[0].source) == hit[1]: return hit[0]
     settings = load_settings()
     _REMEMBERED[key] = (settings, _file_stamp(settings.source))
