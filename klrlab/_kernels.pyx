@@ -7,10 +7,19 @@ The solvers cimport `KernelCache` and call `row(i)` without the GIL; Python code
 """
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport INFINITY, exp, fabs
+from libc.math cimport INFINITY, fabs
 from scipy.linalg.cython_blas cimport dgemm, dgemv
 
 cnp.import_array()
+
+cdef extern from "_vector_exp.h" nogil:
+    # exp over a row in place, a vector of points per step (hand-written C beside this file)
+    void klr_exp_inplace(double* x, Py_ssize_t n)
+    void klr_exp_inplace_with(int avx2, double* x, Py_ssize_t n)
+    int klr_exp_avx2_available()
+
+# The builds of the row exponential this CPU can run, fastest last; kernel rows use the last.
+EXP_BODIES = ("baseline", "avx2") if klr_exp_avx2_available() else ("baseline",)
 
 KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
                 "precomputed": PRECOMPUTED}
@@ -229,7 +238,8 @@ cdef class KernelCache:
         cdef Py_ssize_t j, n = self.n_samples
         if self.kernel_code == LAPLACIAN:
             for j in range(n):
-                out[j] = exp(-self.gamma * l1_distance(self.X, i, j))
+                out[j] = -self.gamma * l1_distance(self.X, i, j)
+            klr_exp_inplace(out, n)
             out[i] += self.ridge
             return
         if self.sparse_rows:
@@ -240,8 +250,7 @@ cdef class KernelCache:
             polynomial_map(out, n, self.gamma, self.coef0, self.degree)
         elif self.kernel_code == RBF:
             rbf_exponents(out, n, self.sq_norms[i], self.sq_norms, self.gamma)
-            for j in range(n):
-                out[j] = exp(out[j])
+            klr_exp_inplace(out, n)
             out[i] = 1.0  # exact: the expansion can leave rounding noise at a == b
         out[i] += self.ridge
 
@@ -400,6 +409,16 @@ cdef class KernelCache:
         ridge = f", ridge={self.ridge:g}" if self.ridge else ""
         return (f"KernelCache(kernel={self.kernel!r}, n_samples={self.n_samples}, "
                 f"capacity_rows={self.capacity}, cache_size={self.cache_size} MB{ridge})")
+
+
+def vector_exp(double[::1] x, str body=None):
+    "exp(x) in place by the kernel rows' vectorised loop, from Python (for tests); `body` picks a build (None: fastest)."
+    if body is not None and body not in EXP_BODIES:
+        raise ValueError(f"body={body!r}; this CPU runs {', '.join(map(repr, EXP_BODIES))} (None: the fastest)")
+    cdef int avx2 = body is None or body == "avx2"
+    if x.shape[0]:
+        with nogil:
+            klr_exp_inplace_with(avx2, &x[0], x.shape[0])
 
 
 def replay(KernelCache cache, requests):

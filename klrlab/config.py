@@ -30,7 +30,7 @@ SETTING_KEYS = {
     "n_jobs": ("1", "KLRLAB_N_JOBS", "parallel workers (joblib semantics, -1 = all cores)"),
     "scheduler": ("local", "KLRLAB_SCHEDULER", "local, or a Dask scheduler address tcp://host:port"),
     "out_dir": ("out", "KLRLAB_OUT", "folder for tables, figures and the built site"),
-    "cache_size": ("1024", "KLRLAB_CACHE_SIZE", "MB of kernel rows a KLR estimator caches when its cache_size is None"),
+    "cache_size": ("2048", "KLRLAB_CACHE_SIZE", "MB of kernel rows a KLR estimator caches when its cache_size is None"),
 }
 
 # %% ../nbs/00_config.ipynb #a007ef8c
@@ -48,7 +48,7 @@ class Settings:
     n_jobs: int
     scheduler: str
     out_dir: Path
-    cache_size: float = 1024.0  # MB
+    cache_size: float = 2048.0  # MB
     source: Path | None = None  # the settings.ini that was read, if any
 
 # %% ../nbs/00_config.ipynb #2017ddc0

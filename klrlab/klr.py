@@ -109,7 +109,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         wss="second",  # working-set rule: 'second' (second order) or 'first' (maximal violating pair)
         tol=1e-5,  # stop when the KKT violation m - M is at most this (Keerthi's tau = 1e-6 is tol = 2e-6)
         max_iter=10_000_000,  # the iteration cap (a fit that reaches it warns)
-        cache_size=None,  # MB of kernel rows to cache (None: the lab setting `cache_size`, 1024 MB unless changed)
+        cache_size=None,  # MB of kernel rows to cache (None: the lab setting `cache_size`, 2048 MB unless changed)
         warm_start=False,  # True: start from the last fit's alpha, keep its kernel rows; 'kernel': keep the rows only
         bound_eps=None,  # the lower bound gamma of the box (None: 1e-5 C for lam > 0, negligible otherwise)
         bound_eps_mode="relative",  # 'relative' (bound_eps is a fraction of C) or 'absolute' (the paper's)

@@ -1,3 +1,4 @@
+import math
 import pickle
 from collections import OrderedDict
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.metrics import pairwise
 
-from klrlab._kernels import replay, row_capacity
+from klrlab._kernels import EXP_BODIES, replay, row_capacity, vector_exp
 from klrlab.kernels import (Kernel, check_matrix, check_precomputed_kernel, gamma_from_sigma, laplacian_kernel,
                             linear_kernel, polynomial_kernel, rbf_kernel, sigma_from_gamma, squared_distances)
 
@@ -256,3 +257,33 @@ def test_sparse_rows_agree_with_the_dense_matrix(name, params):
     order = rng.integers(0, 300, 200)
     np.testing.assert_allclose(cache.get_rows(order), kernel(X)[order], rtol=1e-13, atol=1e-14)
     assert not kernel.cache(rng.normal(size=(30, 4))).sparse_rows
+
+
+def _ulps(ours, exact):
+    "Distance in units of the last place of the exact value."
+    return np.abs(ours - exact) / np.spacing(np.abs(exact))
+
+
+@pytest.mark.parametrize("body", EXP_BODIES)
+def test_row_exponential_within_two_ulps_and_libm_at_the_edges(body):
+    """The kernel rows' vectorised exp against Python's math.exp (glibc: correctly rounded but for rare cases) on the
+    RBF range, the whole finite range, and the edges it hands to libm (subnormal and zero results, overflow, inf,
+    NaN); every build gives the same bits."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([-30 * rng.random(20_000), rng.uniform(-708, 709, 20_000), rng.uniform(-1e-8, 1e-8, 1000),
+                        [0.0, -0.0, -708.0, 709.0, -708.0001, 709.0001, -745.2, -800.0, 710.0, 1e-300,
+                         np.inf, -np.inf, np.nan]])
+    ours = x.copy()
+    vector_exp(ours, body)
+    exact = np.array([math.exp(v) if v < 709.8 else math.inf for v in x])
+    finite = np.isfinite(exact) & (exact > 0)
+    assert _ulps(ours[finite], exact[finite]).max() <= 2.0
+    assert np.array_equal(ours[~finite & ~np.isnan(x)], exact[~finite & ~np.isnan(x)]) and np.isnan(ours[-1])
+    reference = x.copy()
+    vector_exp(reference, "baseline")
+    np.testing.assert_array_equal(ours, reference)
+
+
+def test_vector_exp_refuses_an_unknown_build():
+    with pytest.raises(ValueError, match="body='sse9'"):
+        vector_exp(np.zeros(3), "sse9")

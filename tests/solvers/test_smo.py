@@ -14,7 +14,7 @@ from klrlab.dual import box, initial_alpha, kkt_violation, lower_bound, rescale_
 from klrlab.kernels import Kernel
 from klrlab.reference import (primal_28, primal_klr, reference_objective, reference_smo, reference_smo_newton_cg,
                               stationarity_violation)
-from klrlab.solvers._smo import SCAN_BODIES, pair_minimiser, second_order_scan, shift_and_scan
+from klrlab.solvers._smo import SCAN_BODIES, init_gradient, pair_minimiser, second_order_scan, shift_and_scan
 from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
 from conftest import problem
@@ -389,3 +389,23 @@ def test_klr_pair_step_is_the_exact_minimiser(seed):
         noise = 1e-14 * (abs(Fi) + abs(Fj) + abs(lam) + eta * U + abs(np.log(U)) + 50)
         assert 0 < t < U and not at_end
         assert abs(t - root) <= 1e-11 * root or abs(slope(t)) <= noise, (t, root, slope(t))
+
+
+@pytest.mark.parametrize("cache_mb", [None, 0.05])
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_first_gradient_is_the_matrix_product(cache_mb, kernel):
+    """F = K (alpha y) by init_gradient, whether the cache holds every row (one BLAS product over the filled rows,
+    their slots in any order), a few of them (row by row, zero coefficients reading no row), or the matrix itself."""
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(300, 4)), rng.choice([-1.0, 1.0], 300)
+    alpha = np.where(rng.random(300) < 0.3, 0.0, rng.random(300))
+    K = Kernel("rbf", gamma=0.2)(X)
+    size = 8 * 300 * 300 / 2**20 * 1.01 if cache_mb is None else cache_mb
+    cache = Kernel("precomputed").cache(K, size) if kernel == "precomputed" else Kernel("rbf", gamma=0.2).cache(X, size)
+    if cache_mb is None and kernel == "rbf":
+        for i in rng.permutation(300): cache.get_row(int(i))     # every row cached, in a shuffled slot order
+    F = np.empty(300)
+    init_gradient(cache, y, alpha, F)
+    np.testing.assert_allclose(F, K @ (alpha * y), rtol=1e-12, atol=1e-12)
+    if cache_mb is not None and kernel == "rbf":
+        assert cache.n_misses == np.count_nonzero(alpha)       # one row per non-zero coefficient
