@@ -7,7 +7,8 @@ phi(a) = C G(a / C) = a log(a / C) + (C - a) log(1 - a / C) (Keerthi et al. 2002
 
 State kept between steps: F_i = sum_j a_j y_j K_ij. With s_i = -y_i grad_i f = -F_i - y_i (phi'(a_i) - lam), a point is
 optimal iff m(a) = max_{I_up} s_i <= M(a) = min_{I_low} s_i (Chen, Fan & Lin 2006); the certificate is m - M.
-This file is hand-written (nbdev cannot export Cython); nbs/11_smo.ipynb derives and tests it.
+This file is hand-written (nbdev cannot export Cython), with the vectorised passes of a step in _smo_scans.h beside
+it; nbs/11_smo.ipynb derives and tests both.
 """
 import numpy as np
 from libc.math cimport INFINITY, fabs, fmin, log
@@ -97,7 +98,8 @@ cdef inline bint in_low(double y, double a, double lo, double hi) noexcept nogil
 
 
 cdef inline double odds_term(double u, double y, double C, bint numerator) noexcept nogil:
-    "The factor of u / (C - u) (y > 0) or of its inverse (y < 0) that goes above (numerator) or below the line."
+    """u or C - u: the numerator (numerator=True) or the denominator of the odds u / (C - u) for y > 0, and of their
+    inverse for y < 0."""
     return u if (y > 0) == numerator else C - u
 
 
