@@ -16,10 +16,10 @@ cdef extern from "_vector_exp.h" nogil:
     # exp over a row in place, a vector of points per step (hand-written C beside this file)
     void klr_exp_inplace(double* x, Py_ssize_t n)
     void klr_exp_inplace_with(int avx2, double* x, Py_ssize_t n)
-    int klr_exp_avx2_available()
+    int klr_avx2_available()
 
 # The builds of the row exponential this CPU can run, fastest last; kernel rows use the last.
-EXP_BODIES = ("baseline", "avx2") if klr_exp_avx2_available() else ("baseline",)
+EXP_BODIES = ("baseline", "avx2") if klr_avx2_available() else ("baseline",)
 
 KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACIAN,
                 "precomputed": PRECOMPUTED}

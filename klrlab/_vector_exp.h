@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_cpu.h"
+
 #define KLR_EXP_LOW -708.0    /* below: exp(x) is subnormal or zero */
 #define KLR_EXP_HIGH 709.0    /* above: exp(x) is near or beyond the largest double */
 
@@ -90,11 +92,8 @@ static inline double klr_exp_one(double x) {
     }
 #endif
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#define KLR_HAVE_AVX2_EXP 1
+#if KLR_AVX2_BUILDS
 KLR_EXP_BODY(klr_exp_avx2, 4, __attribute__((target("avx2"))))
-#else
-#define KLR_HAVE_AVX2_EXP 0
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -106,24 +105,10 @@ static void klr_exp_base(double *x, ptrdiff_t n) {
 }
 #endif
 
-static int klr_exp_cpu_avx2 = -1;   /* whether the CPU has AVX2: asked once, on the first call */
-
-static inline int klr_exp_avx2_available(void) {
-#if KLR_HAVE_AVX2_EXP
-    if (klr_exp_cpu_avx2 < 0) {
-        __builtin_cpu_init();
-        klr_exp_cpu_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return klr_exp_cpu_avx2;
-#else
-    return 0;
-#endif
-}
-
 /* exp of x[0..n-1] in place, by the build chosen (avx2 != 0: the AVX2 one where it can run). */
 static inline void klr_exp_inplace_with(int avx2, double *x, ptrdiff_t n) {
-#if KLR_HAVE_AVX2_EXP
-    if (avx2 && klr_exp_avx2_available()) { klr_exp_avx2(x, n); return; }
+#if KLR_AVX2_BUILDS
+    if (avx2 && klr_avx2_available()) { klr_exp_avx2(x, n); return; }
 #endif
     klr_exp_base(x, n);
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_cpu.h"
+
 typedef struct {
     ptrdiff_t i;   /* argmax of the score over I_up (-1: empty) */
     ptrdiff_t j;   /* argmin of the score over I_low (-1: empty) */
@@ -116,12 +118,9 @@ typedef struct {
 
 /* ---- two builds of each body, and the choice between them ----------------------------------------------------- */
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-#define KLR_HAVE_AVX2_BODY 1
+#if KLR_AVX2_BUILDS
 KLR_SHIFT_AND_SCAN(klr_shift_and_scan_avx2, 4, __attribute__((target("avx2"))))
 KLR_SECOND_ORDER(klr_second_order_avx2, 4, __attribute__((target("avx2"))))
-#else
-#define KLR_HAVE_AVX2_BODY 0
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 KLR_SHIFT_AND_SCAN(klr_shift_and_scan_base, 2, )
@@ -156,25 +155,10 @@ static ptrdiff_t klr_second_order_base(const double *s, const double *low_pen, c
 }
 #endif
 
-static int klr_cpu_avx2 = -1;   /* whether the CPU has AVX2: asked once, on the first call */
-
-/* Whether the AVX2 body can run here: built (GCC or Clang on x86) and the CPU has AVX2. */
-static inline int klr_avx2_available(void) {
-#if KLR_HAVE_AVX2_BODY
-    if (klr_cpu_avx2 < 0) {
-        __builtin_cpu_init();
-        klr_cpu_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return klr_cpu_avx2;
-#else
-    return 0;
-#endif
-}
-
 /* The passes with the body chosen: avx2 != 0 asks for the AVX2 body (the baseline one where it cannot run). */
 static inline klr_extremes klr_shift_and_scan_with(int avx2, double *s, const double *up_pen, const double *low_pen,
                                                    double t, const double *row_i, const double *row_j, ptrdiff_t n) {
-#if KLR_HAVE_AVX2_BODY
+#if KLR_AVX2_BUILDS
     if (avx2 && klr_avx2_available()) return klr_shift_and_scan_avx2(s, up_pen, low_pen, t, row_i, row_j, n);
 #endif
     return klr_shift_and_scan_base(s, up_pen, low_pen, t, row_i, row_j, n);
@@ -182,7 +166,7 @@ static inline klr_extremes klr_shift_and_scan_with(int avx2, double *s, const do
 
 static inline ptrdiff_t klr_second_order_with(int avx2, const double *s, const double *low_pen, const double *curv,
                                               const double *row_i, double curv_i, double m, double tau, ptrdiff_t n) {
-#if KLR_HAVE_AVX2_BODY
+#if KLR_AVX2_BUILDS
     if (avx2 && klr_avx2_available()) return klr_second_order_avx2(s, low_pen, curv, row_i, curv_i, m, tau, n);
 #endif
     return klr_second_order_base(s, low_pen, curv, row_i, curv_i, m, tau, n);
