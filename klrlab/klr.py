@@ -383,24 +383,25 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         "Cross-validate every C of the grid, then fit at the best one on all of `X`, `y`."
         X_checked, y_checked = self._prepare(X, y)
         self.Cs_ = _c_grid(self.Cs)
-        try:
-            self.scores_ = self._cross_validate(X_checked, y_checked)
-            mean = self.scores_.mean(axis=0)
-            best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
-            self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
-            self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0)}
-            self._fit(X, y)
-        finally:
-            self._cv_cache = None                              # the matrix is not the fitted model's to keep
+        matrix_cache = self._matrix_cache(X_checked)
+        self.scores_ = self._cross_validate(X_checked, y_checked, matrix_cache)
+        mean = self.scores_.mean(axis=0)
+        best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
+        self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
+        self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0)}
+        self._fit(X, y, cache=matrix_cache)                 # the refit reads the same matrix
         return self
 
-    def _fold_kernels(self, X, splitter, y):
-        "Per fold: the training block's cache and the held-out block, from one kernel matrix when the budget holds it."
+    def _matrix_cache(self, X):
+        "A cache of X's whole kernel matrix when the budget holds it; None for a precomputed kernel or a smaller budget."
         megabytes = self._cache_megabytes()
-        full = X if self.kernel == "precomputed" else None
-        if full is None and matrix_megabytes(len(X)) < megabytes:
-            self._cv_cache = self._kernel.cache(X, megabytes)     # the refit on all of X reads it again
-            full = self._cv_cache.matrix()
+        if self.kernel == "precomputed" or matrix_megabytes(len(X)) >= megabytes: return None
+        return self._kernel.cache(X, megabytes)
+
+    def _fold_kernels(self, X, splitter, y, matrix_cache):
+        "Per fold: the training block's cache and the held-out block, from one kernel matrix when there is one."
+        full = X if self.kernel == "precomputed" else None if matrix_cache is None else matrix_cache.matrix()
+        megabytes = self._cache_megabytes()
         for train, test in splitter.split(X, y):
             if full is not None:   # take, row block then columns: a third of np.ix_'s time on small folds
                 rows = full.take(train, axis=0)
@@ -409,12 +410,12 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
             else:
                 yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
 
-    def _cross_validate(self, X, y) -> np.ndarray:
+    def _cross_validate(self, X, y, matrix_cache) -> np.ndarray:
         "Held-out scores, one row per fold and one column per C."
         splitter = check_cv(self.cv, y, classifier=True)
         problems = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
         scores = []
-        for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y)):
+        for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y, matrix_cache)):
             if len(np.unique(y[train])) < 2:
                 raise ValueError(f"cv: fold {fold} trains on one class only; use fewer folds or stratified ones")
             decisions = np.empty((len(self.Cs_), len(test), len(problems)))
@@ -429,11 +430,6 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                     decisions[c, :, k] = K_test @ (r.alpha * y_pm) + r.bias
             scores.append([_held_out_score(self.scoring, y[test], d, self.classes_) for d in decisions])
         return np.asarray(scores)
-
-    def _kernel_cache(self, X):
-        "The refit's cache: the cross-validation's, whose rows are every training point's, else a new one."
-        cache, self._cv_cache = getattr(self, "_cv_cache", None), None
-        return cache if cache is not None else BaseKernelClassifier._kernel_cache(self, X)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_dual(cache, y, self.C_, loss="logistic", tol=self.tol, max_iter=self.max_iter)
