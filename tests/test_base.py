@@ -230,3 +230,19 @@ def test_deterministic(blobs):
     a = GeometricMeanClassifier().fit(X, y).decision_function(X)
     b = GeometricMeanClassifier().fit(X, y).decision_function(X)
     np.testing.assert_array_equal(a, b)
+
+
+def test_plain_arrays_are_validated_as_scikit_learn_does(blobs):
+    import pandas as pd
+    X, y = blobs
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    clf = GeometricMeanClassifier().fit(frame, y)
+    assert list(clf.feature_names_in_) == ["a", "b"]
+    plain = clf.fit(np.ascontiguousarray(X, dtype=np.float64), y)          # the fast path
+    assert not hasattr(plain, "feature_names_in_") and plain.n_features_in_ == 2
+    by_lists = GeometricMeanClassifier().fit(X.tolist(), y.tolist())        # scikit-learn's path
+    assert np.array_equal(plain.decision_function(X), by_lists.decision_function(X))
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        GeometricMeanClassifier().fit(X, np.where(y == y[0], np.nan, 1.0))
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        GeometricMeanClassifier().fit(np.where(X > 2.5, np.inf, X).astype(np.float64), y)
