@@ -183,7 +183,8 @@ def check_dual_input(
     y = np.ascontiguousarray(y, dtype=np.float64)
     if y.ndim != 1 or len(y) != cache.n_samples:
         raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
-    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
+    positive = y == 1.0     # two comparisons, not isin and unique: this check runs before every solve
+    if not (positive | (y == -1.0)).all() or positive.all() or not positive.any():
         raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
     if infinite_C and C == np.inf: return y
     if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
