@@ -1,12 +1,21 @@
 """Test doubles for the estimator base: small closed-form or geometric 'solvers' whose answers are known exactly."""
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 from sklearn.base import _fit_context
 from sklearn.datasets import make_classification
 from sklearn.utils._param_validation import Interval
 from numbers import Real
 
 from klrlab.base import BaseKernelClassifier, Certificate, SolverResult
+
+# The property tests draw the same examples on every run, so `make test` passes or fails alike on every machine; a
+# developer looking for new counterexamples runs `pytest --hypothesis-profile=explore` (or sets KLRLAB_HYPOTHESIS).
+settings.register_profile("reproducible", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("KLRLAB_HYPOTHESIS", "reproducible"))
 
 
 def mean_classifier_solution(y, K):

@@ -181,9 +181,12 @@ def test_random_problems_certificate_and_reference(n, seed, C, loss, wss, gamma,
     ref = reference_smo(k(X), y, C, loss, lam, lo, hi, wss, tol=1e-7, max_iter=max(100_000, 3 * res.n_iter),
                         alpha0=np.zeros(n) if loss == "hinge" else initial_alpha(y, lo, hi, C))
     f_ref = reference_objective(k(X), y, ref["alpha"], C, loss, lam)
-    # the reference updates F incrementally, so its gap has a rounding floor that grows with C (found by hypothesis:
-    # a rank-deficient linear kernel at C = 839 stalls at 2e-7 however long it runs, with the objective equal to 2e-12)
-    assert ref["gap"] <= max(1e-7, 1e-9 * C)
+    # The reference updates F incrementally and may stop at its step cap: on rank-deficient kernels at large C its gap
+    # can stay above tol (found by hypothesis: a linear kernel at C = 839 stalls at 2e-7 with the objective equal to
+    # 2e-12; a quadratic kernel at C = 214 ends its 100 000 steps at 6e-7 with the objectives 4e-12 apart). Its
+    # objective is then an upper bound on the optimum, which the engine's certified point must meet.
+    if ref["gap"] > max(1e-7, 1e-9 * C):
+        assert res.objective <= f_ref + 1e-12 * max(1.0, abs(f_ref))
     assert abs(res.objective - f_ref) <= 1e-7 * max(1.0, abs(f_ref))
 
 
