@@ -26,6 +26,8 @@ KERNEL_CODES = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "laplacian": LAPLACI
 cdef double BYTES_PER_MB = 1048576.0
 SPARSE_DENSITY = 0.25   # below this share of non-zeros, a row's inner products skip the zeros (LIBSVM's sparse rows)
 cdef Py_ssize_t FILL_BLOCK_ROWS = 256   # rows per BLAS call when the whole matrix is computed: bounded products only
+cdef enum:
+    MIRROR_TILE = 32                    # the side of a square tile copied across the diagonal (two 8 KB tiles)
 
 
 cdef inline double int_power(double base, int exponent) noexcept nogil:
@@ -51,16 +53,36 @@ cdef inline void dot_with_rows(const double[:, ::1] X, Py_ssize_t i, double* out
           <double*> &X[i, 0], &one, &beta, out, &one)
 
 
-cdef inline void dot_block(const double[:, ::1] X, Py_ssize_t first, Py_ssize_t stop, double* out) noexcept nogil:
-    "out[r, j] = <X[first + r], X[j]> for the rows first..stop-1 (row-major, n columns), by one BLAS dgemm."
-    cdef int n_rows = <int> X.shape[0]
+cdef inline void dot_upper_block(const double[:, ::1] X, Py_ssize_t first, Py_ssize_t stop, double* out,
+                                 Py_ssize_t out_stride) noexcept nogil:
+    """out[r, c] = <X[first + r], X[first + c]> for the rows first..stop-1 and the columns first..n-1 (row-major, rows
+    out_stride apart), by one BLAS dgemm: a block of rows of K's upper part, with its diagonal block whole."""
+    cdef int n_columns = <int> (X.shape[0] - first)
     cdef int n_cols = <int> X.shape[1]
     cdef int n_block = <int> (stop - first)
+    cdef int ld = <int> out_stride
     cdef double alpha = 1.0, beta = 0.0
     cdef char trans = b"T", no_trans = b"N"
-    # Row-major out (b x n) is column-major out^T (n x b) = X X_block^T, with X read as (X^T)^T as in dot_with_rows.
-    dgemm(&trans, &no_trans, &n_rows, &n_block, &n_cols, &alpha, <double*> &X[0, 0], &n_cols,
-          <double*> &X[first, 0], &n_cols, &beta, out, &n_rows)
+    # Row-major out (b x m) is column-major out^T (m x b) = X_tail X_block^T, with X read as (X^T)^T as in dot_with_rows.
+    dgemm(&trans, &no_trans, &n_columns, &n_block, &n_cols, &alpha, <double*> &X[first, 0], &n_cols,
+          <double*> &X[first, 0], &n_cols, &beta, out, &ld)
+
+
+cdef inline void mirror_below_block(double[:, ::1] K, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
+    """K[i, c] = K[c, i] for the rows i >= stop and the columns c in first..stop-1: the part of those rows that the
+    block of rows first..stop-1 already holds, copied in square tiles so both sides stay in the L1 cache."""
+    cdef Py_ssize_t n = K.shape[0], i0, c0, i, c, c_end
+    cdef double* base = &K[0, 0]
+    cdef double* target
+    cdef const double* source
+    for c0 in range(first, stop, 32):   # MIRROR_TILE (a literal step keeps the loop in C)
+        c_end = min(c0 + MIRROR_TILE, stop)
+        for i0 in range(stop, n, 32):
+            for i in range(i0, min(i0 + MIRROR_TILE, n)):
+                target = base + i * n
+                source = base + i
+                for c in range(c0, c_end):
+                    target[c] = source[c * n]
 
 
 cdef inline void polynomial_map(double* out, Py_ssize_t n, double gamma, double coef0, int degree) noexcept nogil:
@@ -70,7 +92,7 @@ cdef inline void polynomial_map(double* out, Py_ssize_t n, double gamma, double 
         out[j] = int_power(gamma * out[j] + coef0, degree)
 
 
-cdef inline void rbf_exponents(double* out, Py_ssize_t n, double sq_i, const double[::1] sq_norms,
+cdef inline void rbf_exponents(double* out, Py_ssize_t n, double sq_i, const double* sq_norms,
                                double gamma) noexcept nogil:
     """Inner products with x_i into the RBF exponents -gamma ||x_i - x_j||^2, in place (0 where the expansion
     ||a||^2 + ||b||^2 - 2ab rounds to a distance <= 0)."""
@@ -249,15 +271,15 @@ cdef class KernelCache:
         if self.kernel_code == POLY:
             polynomial_map(out, n, self.gamma, self.coef0, self.degree)
         elif self.kernel_code == RBF:
-            rbf_exponents(out, n, self.sq_norms[i], self.sq_norms, self.gamma)
+            rbf_exponents(out, n, self.sq_norms[i], &self.sq_norms[0], self.gamma)
             klr_exp_inplace(out, n)
             out[i] = 1.0  # exact: the expansion can leave rounding noise at a == b
         out[i] += self.ridge
 
     def fill(self):
-        """Compute every row at once when the cache holds them all: blocked BLAS products and NumPy's vectorised exp
-        instead of one matrix-vector product per row. A solver that needs every row (KLR: every alpha is interior)
-        calls it first; afterwards every request is a hit. Returns whether the cache is full."""
+        """Compute every row at once when the cache holds them all: blocked BLAS products over K's upper part, mirrored
+        below the diagonal, instead of one matrix-vector product per row. A solver that needs every row (KLR: every
+        alpha is interior) calls it first; afterwards every request is a hit. Returns whether the cache is full."""
         cdef Py_ssize_t n = self.n_samples, first, stop, r
         if self.kernel_code == PRECOMPUTED or self.capacity < n:
             return False
@@ -290,7 +312,9 @@ cdef class KernelCache:
         return view
 
     def _fill_block(self, Py_ssize_t first, Py_ssize_t stop):
-        "Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bit of exp)."
+        """Rows first..stop-1 into slots first..stop-1 (the same values as _compute_row, up to the last bits of the
+        products). K is symmetric, so the block computes only its columns from `first` on; the columns before it were
+        mirrored in by the earlier blocks, and it mirrors its own into the rows below: half the products and exps."""
         cdef Py_ssize_t r, n = self.n_samples
         if self.kernel_code == LAPLACIAN:
             with nogil:
@@ -298,20 +322,22 @@ cdef class KernelCache:
                     self._compute_row(r, &self.buffer[r, 0])
             return
         with nogil:
-            dot_block(self.X, first, stop, &self.buffer[first, 0])
+            dot_upper_block(self.X, first, stop, &self.buffer[first, first], n)
             for r in range(first, stop):
                 if self.kernel_code == POLY:
-                    polynomial_map(&self.buffer[r, 0], n, self.gamma, self.coef0, self.degree)
+                    polynomial_map(&self.buffer[r, first], n - first, self.gamma, self.coef0, self.degree)
                 elif self.kernel_code == RBF:
-                    rbf_exponents(&self.buffer[r, 0], n, self.sq_norms[r], self.sq_norms, self.gamma)
+                    rbf_exponents(&self.buffer[r, first], n - first, self.sq_norms[r], &self.sq_norms[first],
+                                  self.gamma)
         if self.kernel_code == RBF:
-            block = self._buffer_ref[first:stop]
-            np.exp(block, out=block)
+            upper = self._buffer_ref[first:stop, first:]
+            np.exp(upper, out=upper)   # NumPy's SIMD exp: faster than the row path's over a whole block
         with nogil:
             for r in range(first, stop):
                 if self.kernel_code == RBF:
                     self.buffer[r, r] = 1.0   # exact, as in _compute_row
                 self.buffer[r, r] += self.ridge
+            mirror_below_block(self.buffer, first, stop)
 
     cdef void _sparse_dots(self, Py_ssize_t i, double* out) noexcept nogil:
         "out[j] = <x_j, x_i> over the non-zeros: x_i scattered into dense_row, each x_j's entries gathered from it."

@@ -238,6 +238,20 @@ def test_a_ridge_adds_to_each_training_points_own_entry_only(name):
     assert np.array_equal(data, kept) and "ridge=0.7" in repr(cache)        # the caller's matrix is untouched
 
 
+@pytest.mark.parametrize("name,params,reference,ref_params", CASES)
+@pytest.mark.parametrize("n", [2, 31, 33, 256, 257, 600])
+def test_fill_matches_sklearn_across_its_blocks(name, params, reference, ref_params, n):
+    """fill computes K's upper part in blocks of 256 rows and mirrors it below the diagonal: every entry, on both sides
+    of each block's edge and of each mirrored tile (32), is the kernel's, and the ridge sits on the diagonal only."""
+    X = np.random.default_rng(n).normal(size=(n, 6))
+    cache = Kernel(name, **params).cache(X, 8 * n * n / 2**20 + 1, ridge=0.3)
+    assert cache.fill() and cache.stats()["n_misses"] == n
+    K = cache.get_rows(np.arange(n))
+    np.testing.assert_allclose(K, reference(X, **ref_params) + 0.3 * np.eye(n), rtol=1e-12, atol=1e-12)
+    below = np.tril_indices(n, -256)                                 # mirrored entries equal their upper twins exactly
+    assert np.array_equal(K[below], K.T[below])
+
+
 @pytest.mark.parametrize("ridge", [-0.1, np.inf, np.nan, True, "1"])
 def test_a_bad_ridge_is_named(ridge):
     with pytest.raises(ValueError, match="ridge="):
