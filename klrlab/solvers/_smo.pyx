@@ -257,6 +257,11 @@ cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] 
     low_pen[k] = low_penalty(y[k], alpha[k], lo, hi)
 
 
+cdef inline int outside_a_set(const double[::1] up_pen, const double[::1] low_pen, Py_ssize_t k) noexcept nogil:
+    "1 if k is missing from I_up or from I_low (a non-zero penalty), else 0."
+    return 1 if (up_pen[k] != 0.0 or low_pen[k] != 0.0) else 0
+
+
 cdef klr_extremes scan_scores(const double[::1] y, const double[::1] F, const double[::1] dphi_a,
                               const double[::1] up_pen, const double[::1] low_pen, double lam,
                               double[::1] s) noexcept nogil:
@@ -283,24 +288,34 @@ cdef void gradient_from_scores(const double[::1] s, const double[::1] y, const d
 def shift_and_scan(double[::1] s, const double[::1] up_pen, const double[::1] low_pen, double t,
                    const double[::1] row_i, const double[::1] row_j, str body=None):
     """The engine's fused pass, from Python (for tests): s -= t (row_i - row_j) in place, then (i, j, m, M), the argmax
-    of s + up_pen and the argmin of s + low_pen (the lowest index on ties; -1 with m = -1e300 or M = 1e300 if none)."""
-    cdef Py_ssize_t n = _scan_length(s, (up_pen, low_pen, row_i, row_j), body)
+    of s + up_pen and the argmin of s + low_pen (the lowest index on ties; -1 with m = -1e300 or M = 1e300 if none).
+    up_pen = low_pen = None: every index is in both sets, and the pass without penalties runs (the engine's KLR path)."""
+    if (up_pen is None) != (low_pen is None):
+        raise ValueError("up_pen and low_pen must both be arrays, or both None (every index in both sets)")
+    cdef Py_ssize_t n = _scan_length(s, (row_i, row_j) if up_pen is None else (up_pen, low_pen, row_i, row_j), body)
     cdef int avx2 = body is None or body == "avx2"
+    cdef const double* up = NULL
+    cdef const double* low = NULL
     cdef klr_extremes e
+    if up_pen is not None:
+        up, low = &up_pen[0], &low_pen[0]
     with nogil:
-        e = klr_shift_and_scan_with(avx2, &s[0], &up_pen[0], &low_pen[0], t, &row_i[0], &row_j[0], n)
+        e = klr_shift_and_scan_with(avx2, &s[0], up, low, t, &row_i[0], &row_j[0], n)
     return e.i, e.j, e.m, e.M
 
 
 def second_order_scan(const double[::1] s, const double[::1] low_pen, const double[::1] curv,
                       const double[::1] row_i, double curv_i, double m, str body=None):
     """The engine's j scan, from Python (for tests): argmax of (m - s_k)^2 / q_k over s_k + low_pen_k < m, with
-    q_k = curv_i + curv_k - 2 row_i[k] (1e-12 where q_k <= 0); the lowest index on ties, -1 if none."""
-    cdef Py_ssize_t n = _scan_length(s, (low_pen, curv, row_i), body), j
+    q_k = curv_i + curv_k - 2 row_i[k] (1e-12 where q_k <= 0); the lowest index on ties, -1 if none.
+    low_pen = None: every index is in I_low, and the pass without penalties runs (the engine's KLR path)."""
+    cdef Py_ssize_t n = _scan_length(s, (curv, row_i) if low_pen is None else (low_pen, curv, row_i), body), j
     cdef int avx2 = body is None or body == "avx2"
+    cdef const double* low = NULL
+    if low_pen is not None:
+        low = &low_pen[0]
     with nogil:
-        j = klr_second_order_with(avx2, &s[0], &low_pen[0], &curv[0], &row_i[0], curv_i, m,
-                                  TAU_CURVATURE, n)
+        j = klr_second_order_with(avx2, &s[0], low, &curv[0], &row_i[0], curv_i, m, TAU_CURVATURE, n)
     return j
 
 
@@ -397,9 +412,14 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef double[::1] up_pen = up_buffer
     cdef double[::1] low_pen = low_buffer
     cdef double dphi_i, dphi_j
+    # the indices missing from I_up or I_low; while there are none (KLR inside its box) the passes skip the penalties
+    cdef Py_ssize_t n_outside = 0
+    cdef const double* up_or_none
+    cdef const double* low_or_none
     with nogil:
         for k in range(n):
             refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, up_pen, low_pen)
+            n_outside += outside_a_set(up_pen, low_pen, k)
         e = scan_scores(y, F, dphi_a, up_pen, low_pen, lam, s)
         while True:
             # the maximal violating pair: i = argmax_{I_up} s, j = argmin_{I_low} s (Keerthi et al.; Chen et al.)
@@ -417,11 +437,13 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             i, j = e.i, e.j
             if timed:
                 clock = now()
+            up_or_none = &up_pen[0] if n_outside else NULL
+            low_or_none = &low_pen[0] if n_outside else NULL
             if wss == WSS_SECOND:
                 row_i = cache.row(i)
                 if timed:
                     lap(&clock, phase_seconds, 1)
-                j = klr_second_order(&s[0], &low_pen[0], &curv[0], row_i, curv[i], e.m, TAU_CURVATURE, n)
+                j = klr_second_order(&s[0], low_or_none, &curv[0], row_i, curv[i], e.m, TAU_CURVATURE, n)
                 if timed:
                     lap(&clock, phase_seconds, 0)
             if timed:
@@ -441,12 +463,16 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 break
             move_pair(y, alpha, i, j, step, lo, hi)
             dphi_i, dphi_j = dphi_a[i], dphi_a[j]
+            n_outside -= outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
             refresh_index(loss, y, alpha, C, lo, hi, i, diag, dphi_a, curv, up_pen, low_pen)
             refresh_index(loss, y, alpha, C, lo, hi, j, diag, dphi_a, curv, up_pen, low_pen)
+            n_outside += outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
+            up_or_none = &up_pen[0] if n_outside else NULL
+            low_or_none = &low_pen[0] if n_outside else NULL
             s[i] -= y[i] * (dphi_a[i] - dphi_i)   # the scores' share of phi' moving at i and j
             s[j] -= y[j] * (dphi_a[j] - dphi_j)
             # s -= t (K_i - K_j), the scores' share of F += t (K_i - K_j), fused with the next selection's scan
-            e = klr_shift_and_scan(&s[0], &up_pen[0], &low_pen[0], step.t, step.row_i, step.row_j, n)
+            e = klr_shift_and_scan(&s[0], up_or_none, low_or_none, step.t, step.row_i, step.row_j, n)
             if timed:
                 lap(&clock, phase_seconds, 3)
             it += 1

@@ -3,7 +3,8 @@
    GCC and Clang do not vectorise an argmax that keeps its index, so these loops keep one running best per vector
    lane (value and index) with branch-free selects, and reduce the lanes at the end, ties to the lowest index: the
    same answer as the scalar loop, bit for bit, whatever the vector width. Membership of I_up / I_low enters as
-   additive penalties (0 or -inf / +inf), so a non-member can never win. Each pass is compiled twice: for AVX2 and
+   additive penalties (0 or -inf / +inf), so a non-member can never win; while every index belongs to both sets (KLR's
+   alphas inside the box), a body without the penalties skips their loads. Each pass is compiled twice: for AVX2 and
    for the baseline x86-64 (SSE2) or any other target; the AVX2 body is chosen at run time when the CPU has it.
    No FMA is enabled, so both bodies round every operation alike. */
 #ifndef KLRLAB_SMO_SCANS_H
@@ -36,7 +37,7 @@ typedef struct {
 
 /* s -= t (row_i - row_j), and the extremes of the new scores: max over I_up, min over I_low. The rows may be s
    itself (with t = 0: the extremes of s alone); each block is read before it is written. */
-#define KLR_SHIFT_AND_SCAN(NAME, W, ATTR)                                                                           \
+#define KLR_SHIFT_AND_SCAN(NAME, W, ATTR, PENALTIES)                                                                \
     KLR_LANE_TYPES(W, NAME##_vd, NAME##_vi)                                                                         \
     ATTR static klr_extremes NAME(double *s, const double *up_pen, const double *low_pen, double t,                \
                                   const double *row_i, const double *row_j, ptrdiff_t n) {                          \
@@ -51,8 +52,12 @@ typedef struct {
             KLR_LOAD(NAME##_vd, a, s + k); KLR_LOAD(NAME##_vd, b, row_i + k); KLR_LOAD(NAME##_vd, c, row_j + k);  \
             v = a - tv * (b - c);                                                                                   \
             memcpy(s + k, &v, sizeof v);                                                                            \
-            KLR_LOAD(NAME##_vd, a, up_pen + k); KLR_LOAD(NAME##_vd, b, low_pen + k);                              \
-            up = v + a; low = v + b;                                                                                \
+            if (PENALTIES) {                                                                                        \
+                KLR_LOAD(NAME##_vd, a, up_pen + k); KLR_LOAD(NAME##_vd, b, low_pen + k);                          \
+                up = v + a; low = v + b;                                                                            \
+            } else {                                                                                                \
+                up = v; low = v;                                                                                    \
+            }                                                                                                       \
             gt = up > best_up; lt = low < best_low;                                                                 \
             best_up = KLR_SELECT_D(NAME##_vd, NAME##_vi, gt, up, best_up);                                          \
             arg_up = KLR_SELECT_I(gt, index, arg_up);                                                               \
@@ -71,15 +76,17 @@ typedef struct {
         for (k = stop; k < n; k++) {                                                                                \
             double value = s[k] - t * (row_i[k] - row_j[k]);                                                        \
             s[k] = value;                                                                                           \
-            if (value + up_pen[k] > e.m) { e.m = value + up_pen[k]; e.i = k; }                                     \
-            if (value + low_pen[k] < e.M) { e.M = value + low_pen[k]; e.j = k; }                                   \
+            double up_value = PENALTIES ? value + up_pen[k] : value;                                                \
+            double low_value = PENALTIES ? value + low_pen[k] : value;                                              \
+            if (up_value > e.m) { e.m = up_value; e.i = k; }                                                        \
+            if (low_value < e.M) { e.M = low_value; e.j = k; }                                                      \
         }                                                                                                           \
         return e;                                                                                                   \
     }
 
 /* j = argmax over the violating I_low of v^2 / q, v = m - s_k > 0, q = curv_i + curv_k - 2 K_ik (tau if q <= 0);
    -1 if no index violates. The ratio is divided out per point (a vector division is cheap), so its order is exact. */
-#define KLR_SECOND_ORDER(NAME, W, ATTR)                                                                             \
+#define KLR_SECOND_ORDER(NAME, W, ATTR, PENALTIES)                                                                  \
     KLR_LANE_TYPES(W, NAME##_vd, NAME##_vi)                                                                         \
     ATTR static ptrdiff_t NAME(const double *restrict s, const double *restrict low_pen,                           \
                                const double *restrict curv, const double *restrict row_i, double curv_i,           \
@@ -92,8 +99,13 @@ typedef struct {
             best[l] = 0.0; arg[l] = -1; index[l] = l; mv[l] = m; civ[l] = curv_i; tauv[l] = tau;                  \
         }                                                                                                           \
         for (k = 0; k < stop; k += (W)) {                                                                           \
-            KLR_LOAD(NAME##_vd, a, s + k); KLR_LOAD(NAME##_vd, b, low_pen + k);                                   \
-            v = mv - (a + b);                                                                                       \
+            KLR_LOAD(NAME##_vd, a, s + k);                                                                          \
+            if (PENALTIES) {                                                                                        \
+                KLR_LOAD(NAME##_vd, b, low_pen + k);                                                                \
+                v = mv - (a + b);                                                                                   \
+            } else {                                                                                                \
+                v = mv - a;                                                                                         \
+            }                                                                                                       \
             KLR_LOAD(NAME##_vd, a, curv + k); KLR_LOAD(NAME##_vd, c, row_i + k);                                  \
             q = civ + a - 2.0 * c;                                                                                  \
             q = KLR_SELECT_D(NAME##_vd, NAME##_vi, q > 0.0, q, tauv);                                              \
@@ -107,7 +119,8 @@ typedef struct {
             if (arg[l] >= 0 && (best[l] > top || (best[l] == top && arg[l] < j))) { top = best[l]; j = arg[l]; }  \
         }                                                                                                           \
         for (k = stop; k < n; k++) {                                                                                \
-            double value = m - (s[k] + low_pen[k]), curvature = curv_i + curv[k] - 2.0 * row_i[k], r;              \
+            double value = m - (PENALTIES ? s[k] + low_pen[k] : s[k]);                                              \
+            double curvature = curv_i + curv[k] - 2.0 * row_i[k], r;                                                \
             if (!(value > 0.0)) continue;                                                                           \
             if (!(curvature > 0.0)) curvature = tau;                                                                \
             r = value * value / curvature;                                                                          \
@@ -119,12 +132,16 @@ typedef struct {
 /* ---- two builds of each body, and the choice between them ----------------------------------------------------- */
 
 #if KLR_AVX2_BUILDS
-KLR_SHIFT_AND_SCAN(klr_shift_and_scan_avx2, 4, __attribute__((target("avx2"))))
-KLR_SECOND_ORDER(klr_second_order_avx2, 4, __attribute__((target("avx2"))))
+KLR_SHIFT_AND_SCAN(klr_shift_and_scan_avx2, 4, __attribute__((target("avx2"))), 1)
+KLR_SECOND_ORDER(klr_second_order_avx2, 4, __attribute__((target("avx2"))), 1)
+KLR_SHIFT_AND_SCAN(klr_shift_and_scan_all_avx2, 4, __attribute__((target("avx2"))), 0)
+KLR_SECOND_ORDER(klr_second_order_all_avx2, 4, __attribute__((target("avx2"))), 0)
 #endif
 #if defined(__GNUC__) || defined(__clang__)
-KLR_SHIFT_AND_SCAN(klr_shift_and_scan_base, 2, )
-KLR_SECOND_ORDER(klr_second_order_base, 2, )
+KLR_SHIFT_AND_SCAN(klr_shift_and_scan_base, 2, , 1)
+KLR_SECOND_ORDER(klr_second_order_base, 2, , 1)
+KLR_SHIFT_AND_SCAN(klr_shift_and_scan_all_base, 2, , 0)
+KLR_SECOND_ORDER(klr_second_order_all_base, 2, , 0)
 #else
 /* Compilers without GCC's vector extensions: the same passes, one point at a time. */
 static klr_extremes klr_shift_and_scan_base(double *s, const double *up_pen, const double *low_pen, double t,
@@ -134,8 +151,9 @@ static klr_extremes klr_shift_and_scan_base(double *s, const double *up_pen, con
     for (k = 0; k < n; k++) {
         double value = s[k] - t * (row_i[k] - row_j[k]);
         s[k] = value;
-        if (value + up_pen[k] > e.m) { e.m = value + up_pen[k]; e.i = k; }
-        if (value + low_pen[k] < e.M) { e.M = value + low_pen[k]; e.j = k; }
+        double up_value = up_pen ? value + up_pen[k] : value, low_value = low_pen ? value + low_pen[k] : value;
+        if (up_value > e.m) { e.m = up_value; e.i = k; }
+        if (low_value < e.M) { e.M = low_value; e.j = k; }
     }
     return e;
 }
@@ -145,7 +163,7 @@ static ptrdiff_t klr_second_order_base(const double *s, const double *low_pen, c
     ptrdiff_t k, j = -1;
     double top = 0.0;
     for (k = 0; k < n; k++) {
-        double value = m - (s[k] + low_pen[k]), curvature = curv_i + curv[k] - 2.0 * row_i[k], r;
+        double value = m - (low_pen ? s[k] + low_pen[k] : s[k]), curvature = curv_i + curv[k] - 2.0 * row_i[k], r;
         if (!(value > 0.0)) continue;
         if (!(curvature > 0.0)) curvature = tau;
         r = value * value / curvature;
@@ -155,11 +173,18 @@ static ptrdiff_t klr_second_order_base(const double *s, const double *low_pen, c
 }
 #endif
 
-/* The passes with the body chosen: avx2 != 0 asks for the AVX2 body (the baseline one where it cannot run). */
+/* The passes with the body chosen: avx2 != 0 asks for the AVX2 body (the baseline one where it cannot run). NULL
+   penalties (both of them in the fused pass) say that every index belongs to I_up and I_low, as every KLR alpha does
+   while it is inside the box: the pass then reads no penalties, with the same result (adding 0 changes no score). */
 static inline klr_extremes klr_shift_and_scan_with(int avx2, double *s, const double *up_pen, const double *low_pen,
                                                    double t, const double *row_i, const double *row_j, ptrdiff_t n) {
 #if KLR_AVX2_BUILDS
-    if (avx2 && klr_avx2_available()) return klr_shift_and_scan_avx2(s, up_pen, low_pen, t, row_i, row_j, n);
+    if (avx2 && klr_avx2_available())
+        return up_pen ? klr_shift_and_scan_avx2(s, up_pen, low_pen, t, row_i, row_j, n)
+                      : klr_shift_and_scan_all_avx2(s, up_pen, low_pen, t, row_i, row_j, n);
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+    if (!up_pen) return klr_shift_and_scan_all_base(s, up_pen, low_pen, t, row_i, row_j, n);
 #endif
     return klr_shift_and_scan_base(s, up_pen, low_pen, t, row_i, row_j, n);
 }
@@ -167,7 +192,12 @@ static inline klr_extremes klr_shift_and_scan_with(int avx2, double *s, const do
 static inline ptrdiff_t klr_second_order_with(int avx2, const double *s, const double *low_pen, const double *curv,
                                               const double *row_i, double curv_i, double m, double tau, ptrdiff_t n) {
 #if KLR_AVX2_BUILDS
-    if (avx2 && klr_avx2_available()) return klr_second_order_avx2(s, low_pen, curv, row_i, curv_i, m, tau, n);
+    if (avx2 && klr_avx2_available())
+        return low_pen ? klr_second_order_avx2(s, low_pen, curv, row_i, curv_i, m, tau, n)
+                       : klr_second_order_all_avx2(s, low_pen, curv, row_i, curv_i, m, tau, n);
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+    if (!low_pen) return klr_second_order_all_base(s, low_pen, curv, row_i, curv_i, m, tau, n);
 #endif
     return klr_second_order_base(s, low_pen, curv, row_i, curv_i, m, tau, n);
 }

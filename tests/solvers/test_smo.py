@@ -320,39 +320,49 @@ def test_an_unbounded_box_is_the_svm_modes_alone():
 
 # ---- the compiled passes and the 1-D step, each against a plain NumPy / SciPy oracle ------------------------------
 
+def _memberships(rng, n, every_index):
+    "I_up and I_low as penalties (0 for a member, -inf / +inf otherwise); with every_index all zeros."
+    if every_index: return np.zeros(n), np.zeros(n)
+    return np.where(rng.random(n) < 0.6, 0.0, -np.inf), np.where(rng.random(n) < 0.6, 0.0, np.inf)
+
+
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), t=st.sampled_from([0.0, 0.5, 1.0, -2.0]))
-def test_fused_pass_is_numpy_argmax_bit_for_bit_in_every_build(n, seed, t):
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), t=st.sampled_from([0.0, 0.5, 1.0, -2.0]),
+       every_index=st.booleans())
+def test_fused_pass_is_numpy_argmax_bit_for_bit_in_every_build(n, seed, t, every_index):
     """s -= t (K_i - K_j) and the extremes over I_up / I_low, in each build of the vectorised pass this CPU runs:
     the same scores bit for bit and the same indices as NumPy's argmax / argmin (ties to the lowest index; small
-    integers make ties common; lengths not a multiple of the vector width exercise the tail)."""
+    integers make ties common; lengths not a multiple of the vector width exercise the tail). With every index in
+    both sets, the pass without penalties (None, the engine's KLR path) returns the same as the one with zeros."""
     rng = np.random.default_rng(seed)
     s, row_i, row_j = rng.integers(0, 5, n).astype(float), rng.integers(0, 3, n) / 2, rng.integers(0, 3, n) / 2
-    up_pen = np.where(rng.random(n) < 0.6, 0.0, -np.inf)
-    low_pen = np.where(rng.random(n) < 0.6, 0.0, np.inf)
+    up_pen, low_pen = _memberships(rng, n, every_index)
     shifted = s - t * (row_i - row_j)
     expected = (int(np.argmax(shifted + up_pen)) if np.isfinite(up_pen).any() else -1,
                 int(np.argmin(shifted + low_pen)) if np.isfinite(low_pen).any() else -1)
     for body in SCAN_BODIES:
-        ours = s.copy()
-        i, j, m, M = shift_and_scan(ours, up_pen, low_pen, t, row_i, row_j, body)
-        assert np.array_equal(ours, shifted) and (i, j) == expected, body
-        assert m == (shifted[i] if i >= 0 else -1e300) and M == (shifted[j] if j >= 0 else 1e300)
+        for penalties in [(up_pen, low_pen)] + [(None, None)] * every_index:
+            ours = s.copy()
+            i, j, m, M = shift_and_scan(ours, *penalties, t, row_i, row_j, body)
+            assert np.array_equal(ours, shifted) and (i, j) == expected, (body, penalties[0] is None)
+            assert m == (shifted[i] if i >= 0 else -1e300) and M == (shifted[j] if j >= 0 else 1e300)
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1))
-def test_second_order_scan_is_numpy_argmax_in_every_build(n, seed):
-    "j = argmax (m - s_k)^2 / q_k over the violating I_low, in each build; q_k <= 0 floored at 1e-12 as in LIBSVM."
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), every_index=st.booleans())
+def test_second_order_scan_is_numpy_argmax_in_every_build(n, seed, every_index):
+    """j = argmax (m - s_k)^2 / q_k over the violating I_low, in each build; q_k <= 0 floored at 1e-12 as in LIBSVM.
+    With every index in I_low, the scan without penalties (None) picks the same j."""
     rng = np.random.default_rng(seed)
     s, row_i = rng.integers(0, 5, n).astype(float), rng.integers(-1, 4, n) / 2
     curv, curv_i, m = 1 + rng.integers(0, 3, n) / 2, 1.0, float(rng.integers(0, 5))
-    low_pen = np.where(rng.random(n) < 0.6, 0.0, np.inf)
+    low_pen = _memberships(rng, n, every_index)[1]
     v, q = m - (s + low_pen), curv_i + curv - 2 * row_i
     ratio = np.where(v > 0, v * v / np.where(q > 0, q, 1e-12), 0.0)
     expected = int(np.argmax(ratio)) if (ratio > 0).any() else -1
     for body in SCAN_BODIES:
         assert second_order_scan(s, low_pen, curv, row_i, curv_i, m, body) == expected, body
+        if every_index: assert second_order_scan(s, None, curv, row_i, curv_i, m, body) == expected, body
 
 
 def test_scan_wrappers_refuse_bad_input():
@@ -361,6 +371,8 @@ def test_scan_wrappers_refuse_bad_input():
         shift_and_scan(x, x, x, 0.0, x, x, "sse9")
     with pytest.raises(ValueError, match="one length"):
         second_order_scan(x, x, np.zeros(2), x, 1.0, 0.0)
+    with pytest.raises(ValueError, match="both be arrays, or both None"):
+        shift_and_scan(x, None, x, 0.0, x, x)
 
 
 @settings(max_examples=2000, deadline=None)
