@@ -447,6 +447,33 @@ def vector_exp(double[::1] x, str body=None):
             klr_exp_inplace_with(avx2, &x[0], x.shape[0])
 
 
+def take_block(const double[:, ::1] K, rows, columns):
+    """K[rows][:, columns] as a new C-ordered array, in one pass (each output row gathered from one row of K): a
+    cross-validation fold's training or held-out block of the whole kernel matrix. IndexError names a bad index."""
+    cdef Py_ssize_t[::1] r = _checked_indices(rows, K.shape[0], "rows")
+    cdef Py_ssize_t[::1] c = _checked_indices(columns, K.shape[1], "columns")
+    block = np.empty((r.shape[0], c.shape[0]))
+    cdef double[:, ::1] out = block
+    cdef Py_ssize_t a, b
+    cdef const double* source
+    with nogil:
+        for a in range(r.shape[0]):
+            source = &K[r[a], 0]
+            for b in range(c.shape[0]):
+                out[a, b] = source[c[b]]
+    return block
+
+
+def _checked_indices(indices, Py_ssize_t size, str name):
+    "Indices as a contiguous intp array, each in [0, size): negative or too large ones raise here, not in C."
+    index = np.ascontiguousarray(indices, dtype=np.intp)
+    if index.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of indices; got shape {index.shape}")
+    if index.size and (index.min() < 0 or index.max() >= size):
+        raise IndexError(f"{name} must lie in [0, {size}); got [{index.min()}, {index.max()}]")
+    return index
+
+
 def replay(KernelCache cache, requests):
     """Request the rows `requests` in order through `cache`, in place and without the GIL, as a solver does.
 

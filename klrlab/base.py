@@ -198,15 +198,16 @@ def _binary_problems(self, y) -> list:
     positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
     return [(None, np.where(y == positive, 1.0, -1.0)) for positive in positives]
 
-def _fit(self, X, y, cache=None):
+def _fit(self, X, y, cache=None, starts=None):
     """Fit one problem per class (one for two classes; one per pair with `_multiclass='ovo'`), store the model. `cache`:
-    a kernel cache of X's rows the caller already holds (one-vs-rest only; None: the estimator's own)."""
+    a kernel cache of X's rows the caller already holds; `starts`: a start alpha per problem that the caller already
+    has (one-vs-rest only; None: the estimator's own cache, and its warm start if any)."""
     X, y = self._prepare(X, y)
     if len(self.classes_) > 2 and self._multiclass == "ovo":
         self._store_results(X, y, self._fit_pairs(X, y))
         return self
     problems = self._binary_problems(y)
-    previous = self._warm_alpha(len(problems), len(y))
+    previous = self._warm_alpha(len(problems), len(y)) if starts is None else starts
     if cache is None and self._uses_row_cache: cache = self._kernel_cache(X)
     results = [self._solve_binary(X, y_pm, self._kernel, cache, None if previous is None else previous[k])
                for k, (_, y_pm) in enumerate(problems)]

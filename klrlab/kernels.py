@@ -17,7 +17,7 @@ import numpy as np
 from scipy.linalg import cholesky, eigvalsh
 from scipy.sparse.linalg import eigsh
 
-from ._kernels import KERNEL_CODES, KernelCache, matrix_megabytes, replay, row_capacity
+from ._kernels import KERNEL_CODES, KernelCache, matrix_megabytes, replay, row_capacity, take_block
 
 # %% ../nbs/01_kernels.ipynb #d5cbfc2b
 KERNELS = tuple(KERNEL_CODES)
