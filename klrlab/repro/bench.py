@@ -6,9 +6,9 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 
 # %% auto #0
 __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLERANCES', 'FLOOR_BLOCK_BYTES', 'CALIBRATION_GRID',
-           'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N',
-           'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS',
-           'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
+           'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'KLR_MATCHED_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS',
+           'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE', 'PATH_FOLDS',
+           'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
            'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS', 'LARGE_SETS',
            'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit',
            'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
@@ -315,12 +315,14 @@ def _tuned_fit(make_model, X, y, grid, splits, score, larger_is_better: bool):
     return _final_fit(make_model, X, y, search)
 
 KLR_ROUTE = "klrlab KLR, C by CV log-loss"   # by KernelLogisticRegressionCV since the engine work of issue 21
+KLR_MATCHED_ROUTE = "klrlab KLR, C by CV log-loss, LIBSVM's tolerance"   # the same at the SVC's tol (TOLERANCES[0])
 
-def _klr_cv_run(X, y, grid, gamma: float, folds):
+def _klr_cv_run(X, y, grid, gamma: float, folds, tol: float | None = None):
     """KLR's route: one `KernelLogisticRegressionCV` fit (one kernel matrix, a warm-started C path per fold, then the
-    refit), timed whole as the tuning; the CV scores as mean log-losses."""
+    refit), timed whole as the tuning; the CV scores as mean log-losses. `tol`: None for KLR's own default."""
     from klrlab import KernelLogisticRegressionCV
-    model, seconds = _timed(lambda: KernelLogisticRegressionCV(Cs=grid, cv=folds, gamma=gamma).fit(X, y))
+    tolerance = {} if tol is None else dict(tol=tol)
+    model, seconds = _timed(lambda: KernelLogisticRegressionCV(Cs=grid, cv=folds, gamma=gamma, **tolerance).fit(X, y))
     return model, model.C_, [-float(s) for s in model.cv_results_["mean_score"]], seconds, (0.0, 0.0)
 SVC_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False)",
               True: "SVC + CalibratedClassifierCV(ensemble=True)"}
@@ -331,7 +333,8 @@ def _route_runs(X, y, grid, gamma: float, folds, svc_tuning: str) -> dict:
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
     splits = list(folds.split(X, y))
-    runs = {KLR_ROUTE: _klr_cv_run(X, y, grid, gamma, folds)}
+    runs = {KLR_ROUTE: _klr_cv_run(X, y, grid, gamma, folds),
+            KLR_MATCHED_ROUTE: _klr_cv_run(X, y, grid, gamma, folds, tol=TOLERANCES[0])}
     if svc_tuning == "accuracy":                  # one search of the plain SVC, shared by both ensemble settings
         svc = lambda C: SVC(C=C, gamma=gamma)
         search = _timed(lambda: _cv_choice(svc, X, y, grid, splits, _accuracy_score, larger_is_better=True))
@@ -373,11 +376,11 @@ def bench_calibrated(
             for _ in range(repeats)]
     records = []
     for route, (model, C, cv_scores, tune_seconds, final_seconds) in runs[-1].items():
-        own_tol = model.tol if route == KLR_ROUTE else model.estimator.tol
+        own_tol = model.tol if route in (KLR_ROUTE, KLR_MATCHED_ROUTE) else model.estimator.tol
         records.append(dict(
             question="calibrated", dataset=name, method=route, n_train=len(y), n_test=len(y_test),
             n_features=X.shape[1], kernel="rbf", gamma=gamma_value, grid=grid, folds=CALIBRATION_FOLDS,
-            svc_tuning=None if route == KLR_ROUTE else svc_tuning, tol=float(own_tol), C_tuned=C,
+            svc_tuning=None if route in (KLR_ROUTE, KLR_MATCHED_ROUTE) else svc_tuning, tol=float(own_tol), C_tuned=C,
             cv_scores=cv_scores, repeats=repeats, tune_seconds=tune_seconds[0], final_seconds=final_seconds[0],
             total_seconds=float(np.median([run[route][3][0] + run[route][4][0] for run in runs])),
             total_cpu_seconds=float(np.median([run[route][3][1] + run[route][4][1] for run in runs])),
@@ -847,7 +850,8 @@ def calibrated_table(
     """Question (b), one row per set: each route's total seconds and tuned C, KLR's time over each calibrated SVC's,
     the test log-loss, Brier score and accuracy of each, and whether KLR's log-loss is no worse than each."""
     frame = _of_question(records, "calibrated")
-    short = {KLR_ROUTE: "klr", SVC_ROUTES[False]: "svc_cal", SVC_ROUTES[True]: "svc_cal_ens"}
+    short = {KLR_ROUTE: "klr", KLR_MATCHED_ROUTE: "klr_matched", SVC_ROUTES[False]: "svc_cal",
+             SVC_ROUTES[True]: "svc_cal_ens"}
     rows = []
     for (group, dataset, n_train), part in frame.groupby(["group", "dataset", "n_train"], sort=False):
         row = dict(group=group, dataset=dataset, n_train=n_train)
@@ -860,6 +864,10 @@ def calibrated_table(
             row[f"klr_over_{s}"] = row["klr_s"] / row[f"{s}_s"]
             row[f"klr_over_{s}_cpu"] = row["klr_cpu_s"] / row[f"{s}_cpu_s"]
             row[f"klr_logloss_no_worse_{s}"] = bool(row["klr_logloss"] <= row[f"{s}_logloss"])
+            if "klr_matched_s" in row:                 # records before the matched-tolerance route lack it
+                row[f"klr_matched_over_{s}"] = row["klr_matched_s"] / row[f"{s}_s"]
+                row[f"klr_matched_over_{s}_cpu"] = row["klr_matched_cpu_s"] / row[f"{s}_cpu_s"]
+                row[f"klr_matched_logloss_no_worse_{s}"] = bool(row["klr_matched_logloss"] <= row[f"{s}_logloss"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -885,6 +893,11 @@ def headline(
             out[f"KLR time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}"].median())
             out[f"KLR CPU time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}_cpu"].median())
             out[f"KLR log-loss no worse ({label}), sets"] = int(bench_sets[f"klr_logloss_no_worse_{s}"].sum())
+            if f"klr_matched_over_{s}" in bench_sets:
+                out[f"KLR at LIBSVM's tol time / calibrated SVC ({label})"] = float(
+                    bench_sets[f"klr_matched_over_{s}"].median())
+                out[f"KLR at LIBSVM's tol log-loss no worse ({label}), sets"] = int(
+                    bench_sets[f"klr_matched_logloss_no_worse_{s}"].sum())
         out["calibrated sets"] = int(len(bench_sets))
     return out
 
