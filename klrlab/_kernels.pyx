@@ -71,18 +71,21 @@ cdef inline void dot_upper_block(const double[:, ::1] X, Py_ssize_t first, Py_ss
 cdef inline void mirror_below_block(double[:, ::1] K, Py_ssize_t first, Py_ssize_t stop) noexcept nogil:
     """K[i, c] = K[c, i] for the rows i >= stop and the columns c in first..stop-1: the part of those rows that the
     block of rows first..stop-1 already holds, copied in square tiles so both sides stay in the L1 cache."""
-    cdef Py_ssize_t n = K.shape[0], i0, c0, i, c, c_end
+    cdef Py_ssize_t n = K.shape[0], i0, c0 = first, i, c, c_end
     cdef double* base = &K[0, 0]
     cdef double* target
     cdef const double* source
-    for c0 in range(first, stop, 32):   # MIRROR_TILE (a literal step keeps the loop in C)
+    while c0 < stop:
         c_end = min(c0 + MIRROR_TILE, stop)
-        for i0 in range(stop, n, 32):
+        i0 = stop
+        while i0 < n:
             for i in range(i0, min(i0 + MIRROR_TILE, n)):
                 target = base + i * n
                 source = base + i
                 for c in range(c0, c_end):
                     target[c] = source[c * n]
+            i0 += MIRROR_TILE
+        c0 += MIRROR_TILE
 
 
 cdef inline void polynomial_map(double* out, Py_ssize_t n, double gamma, double coef0, int degree) noexcept nogil:
