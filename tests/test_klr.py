@@ -616,6 +616,29 @@ def test_cv_multiclass_and_row_cache_fallback():
     assert whole.C_ in whole.Cs_ and whole.best_score_ == whole.cv_results_["mean_score"].max()
 
 
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_cv_refit_from_the_folds_mean_alpha_is_the_cold_fit(multiclass):
+    """The refit starts from each point's alpha averaged over its training folds: the same model as a cold fit at C_
+    (to the tolerance), in fewer SMO steps; one start per one-vs-rest problem. A point no fold trained on (splits that
+    always hold it out) starts at the box's lower bound and is still fitted."""
+    from sklearn.datasets import load_breast_cancer, load_iris
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.preprocessing import MinMaxScaler
+    from klrlab import KernelLogisticRegressionCV
+    X, y = load_iris(return_X_y=True) if multiclass else load_breast_cancer(return_X_y=True)
+    X = MinMaxScaler().fit_transform(X)
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    ours = KernelLogisticRegressionCV(Cs=[100.0], cv=folds, gamma=0.5, tol=1e-6).fit(X, y)
+    cold = KernelLogisticRegression(C=100.0, gamma=0.5, tol=1e-6).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(X), cold.decision_function(X), atol=1e-4)
+    assert np.all(np.atleast_1d(ours.n_iter_) < np.atleast_1d(cold.n_iter_))
+    assert ours.certificate_.value <= 1e-6
+    index = np.arange(len(y))
+    never_trained = [(index[(index != 3) & (index % 2 == k)], index[(index == 3) | (index % 2 != k)]) for k in (0, 1)]
+    partial = KernelLogisticRegressionCV(Cs=[100.0], cv=never_trained, gamma=0.5, tol=1e-6).fit(X, y)
+    np.testing.assert_allclose(partial.decision_function(X), cold.decision_function(X), atol=1e-4)
+
+
 @pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
                                             (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'")])
 def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
