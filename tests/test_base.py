@@ -246,3 +246,27 @@ def test_plain_arrays_are_validated_as_scikit_learn_does(blobs):
         GeometricMeanClassifier().fit(X, np.where(y == y[0], np.nan, 1.0))
     with pytest.raises(ValueError, match="Input X contains infinity"):
         GeometricMeanClassifier().fit(np.where(X > 2.5, np.inf, X).astype(np.float64), y)
+
+
+def test_parameter_names_are_read_once_per_class_and_match_scikit_learn():
+    "The cached names equal scikit-learn's own reading of each estimator's __init__, a subclass gets its own."
+    from sklearn.base import BaseEstimator
+    import klrlab.svm  # noqa: F401  (registers the SVM estimators as subclasses)
+    from klrlab import KernelLogisticRegression
+    from klrlab.base import BaseKernelClassifier
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    estimators = set(subclasses(BaseKernelClassifier))
+    assert len(estimators) >= 6
+    for cls in estimators:
+        assert cls._get_param_names() == BaseEstimator._get_param_names.__func__(cls), cls
+
+    class Narrower(KernelLogisticRegression):
+        def __init__(self, C=1.0, tol=1e-3):
+            super().__init__(C=C, tol=tol)
+
+    assert Narrower._get_param_names() == ["C", "tol"] and Narrower().get_params() == {"C": 1.0, "tol": 1e-3}
