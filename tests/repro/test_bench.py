@@ -19,9 +19,9 @@ from klrlab.config import load_settings
 from klrlab import KernelLogisticRegression
 from klrlab.cli import main
 from klrlab.datasets import make_twonorm
-from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_ROUTE, SVC_ROUTES, TOLERANCES, bench, bench_calibrated,
-                                bench_fixed_C, calibrated_table, fixed_C_table, headline, peak_rss_increase,
-                                pin_one_thread, read_bench_records)
+from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_MATCHED_ROUTE, KLR_ROUTE, SVC_ROUTES, TOLERANCES, bench,
+                                bench_calibrated, bench_fixed_C, calibrated_table, fixed_C_table, headline,
+                                peak_rss_increase, pin_one_thread, read_bench_records)
 from klrlab.repro.harness import ReproError
 
 STORED = Path(__file__).parents[2] / "nbs" / "results" / "bench_klr_before.json"
@@ -97,14 +97,15 @@ def calibrated_records(tiny):
 
 
 def test_calibrated_records_fields_and_sanity(calibrated_records):
-    assert [r["method"] for r in calibrated_records] == [KLR_ROUTE, *SVC_ROUTES.values()]
+    assert [r["method"] for r in calibrated_records] == [KLR_ROUTE, KLR_MATCHED_ROUTE, *SVC_ROUTES.values()]
     for r in calibrated_records:
         assert CALIBRATED_FIELDS <= set(r)
         assert np.isfinite(r["test_logloss"]) and 0 <= r["test_brier"] <= 1 and 0 <= r["test_accuracy"] <= 1
         assert r["total_seconds"] > 0 and r["total_seconds"] == pytest.approx(r["tune_seconds"] + r["final_seconds"])
         assert r["C_tuned"] in r["grid"] and len(r["cv_scores"]) == len(r["grid"]) and r["folds"] == CALIBRATION_FOLDS
     assert calibrated_records[0]["klr_time_ratio"] == 1.0 and calibrated_records[0]["tol"] == 1e-5   # KLR's default
-    assert calibrated_records[1]["tol"] == 1e-3                                                        # LIBSVM's
+    assert calibrated_records[1]["tol"] == calibrated_records[2]["tol"] == 1e-3          # KLR at LIBSVM's, and LIBSVM's
+    assert calibrated_records[1]["svc_tuning"] is None and calibrated_records[1]["C_tuned"] in [0.1, 1.0, 10.0]
 
 
 def test_calibrated_tuning_matches_grid_search_on_the_same_folds(tiny, calibrated_records):
@@ -124,7 +125,8 @@ def test_calibrated_tuning_matches_grid_search_on_the_same_folds(tiny, calibrate
 def test_calibrated_log_loss_tuning_runs(tiny):
     records = bench_calibrated("tiny", *tiny, grid=[1.0, 10.0], svc_tuning="log_loss")
     assert all(np.isfinite(r["test_logloss"]) and r["total_seconds"] > 0 for r in records)
-    assert records[1]["svc_tuning"] == "log_loss" and records[0]["svc_tuning"] is None
+    assert records[2]["svc_tuning"] == records[3]["svc_tuning"] == "log_loss"
+    assert records[0]["svc_tuning"] is records[1]["svc_tuning"] is None                  # the two KLR routes
 
 
 def synthetic_records():
@@ -155,6 +157,21 @@ def test_summaries_reproduce_hand_computed_medians():
     assert h["KLR log-loss no worse (ensemble=False), sets"] == 1      # a: 0.1 <= 0.2; b: 0.3 > 0.2
     assert h["KLR log-loss no worse (ensemble=True), sets"] == 1       # a: 0.1 > 0.05; b: 0.3 <= 0.4
     assert h["calibrated sets"] == 2
+
+
+def test_summaries_add_the_matched_tolerance_route_when_the_record_has_it():
+    "A record with KLR's route at LIBSVM's tolerance gets its ratios and log-loss wins beside the default route's."
+    records = synthetic_records()
+    assert not any("LIBSVM's tol" in key for key in headline(records))            # an older record: no such route
+    for dataset, seconds, loss in (("a", 0.5, 0.1), ("b", 1.0, 0.1)):
+        records.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=KLR_MATCHED_ROUTE,
+                            total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1, test_accuracy=0.9))
+    table, h = calibrated_table(records), headline(records)
+    assert list(table.klr_matched_over_svc_cal) == [0.25, 0.5] and list(table.klr_over_svc_cal) == [0.5, 1.5]
+    assert h["KLR at LIBSVM's tol time / calibrated SVC (ensemble=False)"] == pytest.approx(0.375)
+    assert h["KLR at LIBSVM's tol time / calibrated SVC (ensemble=True)"] == pytest.approx(np.median([0.125, 1 / 3]))
+    assert h["KLR at LIBSVM's tol log-loss no worse (ensemble=False), sets"] == 2      # 0.1 <= 0.2 on both
+    assert h["KLR at LIBSVM's tol log-loss no worse (ensemble=True), sets"] == 1       # a: 0.1 > 0.05; b: 0.1 <= 0.4
 
 
 def test_read_bench_records_orders_by_run_time(tmp_path):
