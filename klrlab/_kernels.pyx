@@ -482,9 +482,7 @@ def replay(KernelCache cache, requests):
 
     Returns a checksum (the sum of the diagonal entries read) so the reads cannot be optimised away.
     Used to measure what the cache saves a solver; the Python `get_row` adds a copy per request."""
-    cdef Py_ssize_t[::1] order = np.ascontiguousarray(requests, dtype=np.intp)
-    if order.shape[0] and (np.min(order) < 0 or np.max(order) >= cache.n_samples):
-        raise IndexError(f"requests must lie in [0, {cache.n_samples}); got [{np.min(order)}, {np.max(order)}]")
+    cdef Py_ssize_t[::1] order = _checked_indices(requests, cache.n_samples, "requests")
     cdef Py_ssize_t t, i
     cdef double checksum = 0.0
     cdef const double* r

@@ -6,14 +6,15 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 
 # %% auto #0
 __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLERANCES', 'FLOOR_BLOCK_BYTES', 'CALIBRATION_GRID',
-           'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'KLR_MATCHED_ROUTE', 'SVC_ROUTES', 'FW_ALGORITHMS',
-           'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE', 'PATH_FOLDS',
-           'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M',
-           'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING', 'FIXED_METHODS', 'LARGE_SETS',
-           'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit',
-           'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
-           'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
-           'calibrated_table', 'headline', 'read_bench_records', 'large_fit', 'bench_large', 'large_fit_table']
+           'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'KLR_MATCHED_ROUTE', 'KLR_ROUTES', 'SVC_ROUTES',
+           'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE',
+           'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS',
+           'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING',
+           'FIXED_METHODS', 'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds',
+           'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor',
+           'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset',
+           'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records',
+           'large_fit', 'bench_large', 'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -316,6 +317,7 @@ def _tuned_fit(make_model, X, y, grid, splits, score, larger_is_better: bool):
 
 KLR_ROUTE = "klrlab KLR, C by CV log-loss"   # by KernelLogisticRegressionCV since the engine work of issue 21
 KLR_MATCHED_ROUTE = "klrlab KLR, C by CV log-loss, LIBSVM's tolerance"   # the same at the SVC's tol (TOLERANCES[0])
+KLR_ROUTES = (KLR_ROUTE, KLR_MATCHED_ROUTE)
 
 def _klr_cv_run(X, y, grid, gamma: float, folds, tol: float | None = None):
     """KLR's route: one `KernelLogisticRegressionCV` fit (one kernel matrix, a warm-started C path per fold, then the
@@ -376,11 +378,11 @@ def bench_calibrated(
             for _ in range(repeats)]
     records = []
     for route, (model, C, cv_scores, tune_seconds, final_seconds) in runs[-1].items():
-        own_tol = model.tol if route in (KLR_ROUTE, KLR_MATCHED_ROUTE) else model.estimator.tol
+        own_tol = model.tol if route in KLR_ROUTES else model.estimator.tol
         records.append(dict(
             question="calibrated", dataset=name, method=route, n_train=len(y), n_test=len(y_test),
             n_features=X.shape[1], kernel="rbf", gamma=gamma_value, grid=grid, folds=CALIBRATION_FOLDS,
-            svc_tuning=None if route in (KLR_ROUTE, KLR_MATCHED_ROUTE) else svc_tuning, tol=float(own_tol), C_tuned=C,
+            svc_tuning=None if route in KLR_ROUTES else svc_tuning, tol=float(own_tol), C_tuned=C,
             cv_scores=cv_scores, repeats=repeats, tune_seconds=tune_seconds[0], final_seconds=final_seconds[0],
             total_seconds=float(np.median([run[route][3][0] + run[route][4][0] for run in runs])),
             total_cpu_seconds=float(np.median([run[route][3][1] + run[route][4][1] for run in runs])),
@@ -860,14 +862,12 @@ def calibrated_table(
             row |= {f"{s}_s": r.total_seconds, f"{s}_cpu_s": getattr(r, "total_cpu_seconds", np.nan),
                     f"{s}_C": r.C_tuned, f"{s}_logloss": r.test_logloss, f"{s}_brier": r.test_brier,
                     f"{s}_accuracy": r.test_accuracy}
-        for s in ("svc_cal", "svc_cal_ens"):
-            row[f"klr_over_{s}"] = row["klr_s"] / row[f"{s}_s"]
-            row[f"klr_over_{s}_cpu"] = row["klr_cpu_s"] / row[f"{s}_cpu_s"]
-            row[f"klr_logloss_no_worse_{s}"] = bool(row["klr_logloss"] <= row[f"{s}_logloss"])
-            if "klr_matched_s" in row:                 # records before the matched-tolerance route lack it
-                row[f"klr_matched_over_{s}"] = row["klr_matched_s"] / row[f"{s}_s"]
-                row[f"klr_matched_over_{s}_cpu"] = row["klr_matched_cpu_s"] / row[f"{s}_cpu_s"]
-                row[f"klr_matched_logloss_no_worse_{s}"] = bool(row["klr_matched_logloss"] <= row[f"{s}_logloss"])
+        for k in ("klr", "klr_matched"):
+            if f"{k}_s" not in row: continue            # records before the matched-tolerance route lack it
+            for s in ("svc_cal", "svc_cal_ens"):
+                row[f"{k}_over_{s}"] = row[f"{k}_s"] / row[f"{s}_s"]
+                row[f"{k}_over_{s}_cpu"] = row[f"{k}_cpu_s"] / row[f"{s}_cpu_s"]
+                row[f"{k}_logloss_no_worse_{s}"] = bool(row[f"{k}_logloss"] <= row[f"{s}_logloss"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -889,15 +889,12 @@ def headline(
             out[f"sets, C={C:g}"] = int(len(part))
     if len(calibrated):
         bench_sets = calibrated[calibrated.group == "bench"]
-        for s, label in (("svc_cal", "ensemble=False"), ("svc_cal_ens", "ensemble=True")):
-            out[f"KLR time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}"].median())
-            out[f"KLR CPU time / calibrated SVC ({label})"] = float(bench_sets[f"klr_over_{s}_cpu"].median())
-            out[f"KLR log-loss no worse ({label}), sets"] = int(bench_sets[f"klr_logloss_no_worse_{s}"].sum())
-            if f"klr_matched_over_{s}" in bench_sets:
-                out[f"KLR at LIBSVM's tol time / calibrated SVC ({label})"] = float(
-                    bench_sets[f"klr_matched_over_{s}"].median())
-                out[f"KLR at LIBSVM's tol log-loss no worse ({label}), sets"] = int(
-                    bench_sets[f"klr_matched_logloss_no_worse_{s}"].sum())
+        for k, who in (("klr", "KLR"), ("klr_matched", "KLR at LIBSVM's tol")):
+            if f"{k}_over_svc_cal" not in bench_sets: continue   # records before the matched-tolerance route
+            for s, label in (("svc_cal", "ensemble=False"), ("svc_cal_ens", "ensemble=True")):
+                out[f"{who} time / calibrated SVC ({label})"] = float(bench_sets[f"{k}_over_{s}"].median())
+                out[f"{who} CPU time / calibrated SVC ({label})"] = float(bench_sets[f"{k}_over_{s}_cpu"].median())
+                out[f"{who} log-loss no worse ({label}), sets"] = int(bench_sets[f"{k}_logloss_no_worse_{s}"].sum())
         out["calibrated sets"] = int(len(bench_sets))
     return out
 

@@ -420,6 +420,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
         for k in range(n):
             refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, up_pen, low_pen)
             n_outside += outside_a_set(up_pen, low_pen, k)
+        up_or_none = &up_pen[0] if n_outside else NULL
+        low_or_none = &low_pen[0] if n_outside else NULL
         e = scan_scores(y, F, dphi_a, up_pen, low_pen, lam, s)
         while True:
             # the maximal violating pair: i = argmax_{I_up} s, j = argmin_{I_low} s (Keerthi et al.; Chen et al.)
@@ -437,8 +439,6 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             i, j = e.i, e.j
             if timed:
                 clock = now()
-            up_or_none = &up_pen[0] if n_outside else NULL
-            low_or_none = &low_pen[0] if n_outside else NULL
             if wss == WSS_SECOND:
                 row_i = cache.row(i)
                 if timed:
