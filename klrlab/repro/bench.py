@@ -7,14 +7,14 @@ Docs: https://klrlab.github.io/klrlab/bench.html.md"""
 # %% auto #0
 __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLERANCES', 'FLOOR_BLOCK_BYTES', 'CALIBRATION_GRID',
            'CALIBRATION_FOLDS', 'SVC_TUNINGS', 'KLR_ROUTE', 'KLR_MATCHED_ROUTE', 'KLR_ROUTES', 'SVC_ROUTES',
-           'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE', 'PATH_GRID_SIZE',
-           'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS', 'LINEAR_BENCH_DATASETS',
-           'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS', 'FEATURE_SCALING',
-           'FIXED_METHODS', 'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds',
-           'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor',
-           'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset',
-           'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records',
-           'large_fit', 'bench_large', 'large_fit_table']
+           'SVC_MATCHED_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE',
+           'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS',
+           'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS',
+           'FEATURE_SCALING', 'FIXED_METHODS', 'CALIBRATED_PAIRS', 'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread',
+           'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase',
+           'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset',
+           'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline',
+           'read_bench_records', 'large_fit', 'bench_large', 'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -328,23 +328,32 @@ def _klr_cv_run(X, y, grid, gamma: float, folds, tol: float | None = None):
     return model, model.C_, [-float(s) for s in model.cv_results_["mean_score"]], seconds, (0.0, 0.0)
 SVC_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False)",
               True: "SVC + CalibratedClassifierCV(ensemble=True)"}
+SVC_MATCHED_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False), KLR's tolerance",   # SVC at TOLERANCES[1]
+                      True: "SVC + CalibratedClassifierCV(ensemble=True), KLR's tolerance"}
 
-def _route_runs(X, y, grid, gamma: float, folds, svc_tuning: str) -> dict:
-    """One timed run of the three routes: {route: (model, C, CV scores, tuning seconds, final-fit seconds)}, each
-    time a (wall, CPU) pair."""
+def _svc_route_runs(X, y, grid, gamma: float, folds, splits, svc_tuning: str, routes: dict, tol: float) -> dict:
+    "The two calibrated SVC routes (ensemble False and True, named by `routes`) with LIBSVM at tolerance `tol`."
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
-    splits = list(folds.split(X, y))
-    runs = {KLR_ROUTE: _klr_cv_run(X, y, grid, gamma, folds),
-            KLR_MATCHED_ROUTE: _klr_cv_run(X, y, grid, gamma, folds, tol=TOLERANCES[0])}
     if svc_tuning == "accuracy":                  # one search of the plain SVC, shared by both ensemble settings
-        svc = lambda C: SVC(C=C, gamma=gamma)
+        svc = lambda C: SVC(C=C, gamma=gamma, tol=tol)
         search = _timed(lambda: _cv_choice(svc, X, y, grid, splits, _accuracy_score, larger_is_better=True))
-    for ensemble, route in SVC_ROUTES.items():
-        calibrated = lambda C, e=ensemble: CalibratedClassifierCV(SVC(C=C, gamma=gamma), cv=folds, ensemble=e)
+    runs = {}
+    for ensemble, route in routes.items():
+        calibrated = lambda C, e=ensemble: CalibratedClassifierCV(SVC(C=C, gamma=gamma, tol=tol), cv=folds,
+                                                                  ensemble=e)
         runs[route] = (_final_fit(calibrated, X, y, search) if svc_tuning == "accuracy" else
                        _tuned_fit(calibrated, X, y, grid, splits, _log_loss_score, larger_is_better=False))
     return runs
+
+def _route_runs(X, y, grid, gamma: float, folds, svc_tuning: str) -> dict:
+    """One timed run of every route: {route: (model, C, CV scores, tuning seconds, final-fit seconds)}, each time a
+    (wall, CPU) pair. KLR at its own tolerance and at LIBSVM's; SVC + calibration at LIBSVM's and at KLR's."""
+    splits = list(folds.split(X, y))
+    runs = {KLR_ROUTE: _klr_cv_run(X, y, grid, gamma, folds),
+            KLR_MATCHED_ROUTE: _klr_cv_run(X, y, grid, gamma, folds, tol=TOLERANCES[0])}
+    runs |= _svc_route_runs(X, y, grid, gamma, folds, splits, svc_tuning, SVC_ROUTES, TOLERANCES[0])
+    return runs | _svc_route_runs(X, y, grid, gamma, folds, splits, svc_tuning, SVC_MATCHED_ROUTES, TOLERANCES[1])
 
 def _probability_scores(model, X_test, y_test) -> dict:
     "Test log-loss, Brier score and accuracy of a fitted probabilistic classifier."
@@ -846,6 +855,10 @@ def fixed_C_table(
                          svc_mib=get("svc", "peak_rss_mib"), libsvm_mib=get("libsvm", "peak_rss_mib")))
     return pd.DataFrame(rows)
 
+# (KLR route, SVC route) compared in question (b): each at its own tolerance, both at LIBSVM's, both at KLR's
+CALIBRATED_PAIRS = (("klr", "svc_cal"), ("klr", "svc_cal_ens"), ("klr_matched", "svc_cal"),
+                    ("klr_matched", "svc_cal_ens"), ("klr", "svc_cal_tight"), ("klr", "svc_cal_ens_tight"))
+
 def calibrated_table(
     records,  # a record's rows
 ) -> pd.DataFrame:
@@ -853,7 +866,8 @@ def calibrated_table(
     the test log-loss, Brier score and accuracy of each, and whether KLR's log-loss is no worse than each."""
     frame = _of_question(records, "calibrated")
     short = {KLR_ROUTE: "klr", KLR_MATCHED_ROUTE: "klr_matched", SVC_ROUTES[False]: "svc_cal",
-             SVC_ROUTES[True]: "svc_cal_ens"}
+             SVC_ROUTES[True]: "svc_cal_ens", SVC_MATCHED_ROUTES[False]: "svc_cal_tight",
+             SVC_MATCHED_ROUTES[True]: "svc_cal_ens_tight"}
     rows = []
     for (group, dataset, n_train), part in frame.groupby(["group", "dataset", "n_train"], sort=False):
         row = dict(group=group, dataset=dataset, n_train=n_train)
@@ -862,12 +876,11 @@ def calibrated_table(
             row |= {f"{s}_s": r.total_seconds, f"{s}_cpu_s": getattr(r, "total_cpu_seconds", np.nan),
                     f"{s}_C": r.C_tuned, f"{s}_logloss": r.test_logloss, f"{s}_brier": r.test_brier,
                     f"{s}_accuracy": r.test_accuracy}
-        for k in ("klr", "klr_matched"):
-            if f"{k}_s" not in row: continue            # records before the matched-tolerance route lack it
-            for s in ("svc_cal", "svc_cal_ens"):
-                row[f"{k}_over_{s}"] = row[f"{k}_s"] / row[f"{s}_s"]
-                row[f"{k}_over_{s}_cpu"] = row[f"{k}_cpu_s"] / row[f"{s}_cpu_s"]
-                row[f"{k}_logloss_no_worse_{s}"] = bool(row[f"{k}_logloss"] <= row[f"{s}_logloss"])
+        for k, s in CALIBRATED_PAIRS:
+            if f"{k}_s" not in row or f"{s}_s" not in row: continue   # records before the matched routes lack them
+            row[f"{k}_over_{s}"] = row[f"{k}_s"] / row[f"{s}_s"]
+            row[f"{k}_over_{s}_cpu"] = row[f"{k}_cpu_s"] / row[f"{s}_cpu_s"]
+            row[f"{k}_logloss_no_worse_{s}"] = bool(row[f"{k}_logloss"] <= row[f"{s}_logloss"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -889,12 +902,15 @@ def headline(
             out[f"sets, C={C:g}"] = int(len(part))
     if len(calibrated):
         bench_sets = calibrated[calibrated.group == "bench"]
-        for k, who in (("klr", "KLR"), ("klr_matched", "KLR at LIBSVM's tol")):
-            if f"{k}_over_svc_cal" not in bench_sets: continue   # records before the matched-tolerance route
+        for k, tight, who, where in (("klr", "", "KLR", ""), ("klr_matched", "", "KLR at LIBSVM's tol", ""),
+                                     ("klr", "_tight", "KLR", " at KLR's tol")):
+            if f"{k}_over_svc_cal{tight}" not in bench_sets: continue   # records before the matched routes
             for s, label in (("svc_cal", "ensemble=False"), ("svc_cal_ens", "ensemble=True")):
-                out[f"{who} time / calibrated SVC ({label})"] = float(bench_sets[f"{k}_over_{s}"].median())
-                out[f"{who} CPU time / calibrated SVC ({label})"] = float(bench_sets[f"{k}_over_{s}_cpu"].median())
-                out[f"{who} log-loss no worse ({label}), sets"] = int(bench_sets[f"{k}_logloss_no_worse_{s}"].sum())
+                ratio, wins = bench_sets[f"{k}_over_{s}{tight}"], bench_sets[f"{k}_logloss_no_worse_{s}{tight}"]
+                out[f"{who} time / calibrated SVC{where} ({label})"] = float(ratio.median())
+                out[f"{who} CPU time / calibrated SVC{where} ({label})"] = float(
+                    bench_sets[f"{k}_over_{s}{tight}_cpu"].median())
+                out[f"{who} log-loss no worse{where} ({label}), sets"] = int(wins.sum())
         out["calibrated sets"] = int(len(bench_sets))
     return out
 

@@ -19,7 +19,8 @@ from klrlab.config import load_settings
 from klrlab import KernelLogisticRegression
 from klrlab.cli import main
 from klrlab.datasets import make_twonorm
-from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_MATCHED_ROUTE, KLR_ROUTE, SVC_ROUTES, TOLERANCES, bench,
+from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_MATCHED_ROUTE, KLR_ROUTE, SVC_MATCHED_ROUTES, SVC_ROUTES,
+                                TOLERANCES, bench,
                                 bench_calibrated, bench_fixed_C, calibrated_table, fixed_C_table, headline,
                                 peak_rss_increase, pin_one_thread, read_bench_records)
 from klrlab.repro.harness import ReproError
@@ -97,7 +98,8 @@ def calibrated_records(tiny):
 
 
 def test_calibrated_records_fields_and_sanity(calibrated_records):
-    assert [r["method"] for r in calibrated_records] == [KLR_ROUTE, KLR_MATCHED_ROUTE, *SVC_ROUTES.values()]
+    assert [r["method"] for r in calibrated_records] == [KLR_ROUTE, KLR_MATCHED_ROUTE, *SVC_ROUTES.values(),
+                                                         *SVC_MATCHED_ROUTES.values()]
     for r in calibrated_records:
         assert CALIBRATED_FIELDS <= set(r)
         assert np.isfinite(r["test_logloss"]) and 0 <= r["test_brier"] <= 1 and 0 <= r["test_accuracy"] <= 1
@@ -105,6 +107,7 @@ def test_calibrated_records_fields_and_sanity(calibrated_records):
         assert r["C_tuned"] in r["grid"] and len(r["cv_scores"]) == len(r["grid"]) and r["folds"] == CALIBRATION_FOLDS
     assert calibrated_records[0]["klr_time_ratio"] == 1.0 and calibrated_records[0]["tol"] == 1e-5   # KLR's default
     assert calibrated_records[1]["tol"] == calibrated_records[2]["tol"] == 1e-3          # KLR at LIBSVM's, and LIBSVM's
+    assert calibrated_records[4]["tol"] == calibrated_records[5]["tol"] == 1e-5          # LIBSVM at KLR's
     assert calibrated_records[1]["svc_tuning"] is None and calibrated_records[1]["C_tuned"] in [0.1, 1.0, 10.0]
 
 
@@ -118,6 +121,10 @@ def test_calibrated_tuning_matches_grid_search_on_the_same_folds(tiny, calibrate
     assert by[KLR_ROUTE]["C_tuned"] == klr.best_params_["C"]
     assert np.allclose(by[KLR_ROUTE]["cv_scores"], -klr.cv_results_["mean_test_score"])
     assert by[SVC_ROUTES[False]]["C_tuned"] == by[SVC_ROUTES[True]]["C_tuned"] == svc.best_params_["C"]
+    svc_tight = GridSearchCV(SVC(gamma=0.5, tol=1e-5), grid, scoring="accuracy", cv=folds).fit(X, y)
+    tight = [by[route] for route in SVC_MATCHED_ROUTES.values()]
+    assert tight[0]["C_tuned"] == tight[1]["C_tuned"] == svc_tight.best_params_["C"]
+    assert np.allclose(tight[0]["cv_scores"], svc_tight.cv_results_["mean_test_score"])
     refit = klr.best_estimator_
     assert by[KLR_ROUTE]["test_logloss"] == pytest.approx(log_loss(y_test, refit.predict_proba(X_test)[:, 1]))
 
@@ -125,7 +132,7 @@ def test_calibrated_tuning_matches_grid_search_on_the_same_folds(tiny, calibrate
 def test_calibrated_log_loss_tuning_runs(tiny):
     records = bench_calibrated("tiny", *tiny, grid=[1.0, 10.0], svc_tuning="log_loss")
     assert all(np.isfinite(r["test_logloss"]) and r["total_seconds"] > 0 for r in records)
-    assert records[2]["svc_tuning"] == records[3]["svc_tuning"] == "log_loss"
+    assert [r["svc_tuning"] for r in records[2:]] == ["log_loss"] * 4                    # both SVC tolerances
     assert records[0]["svc_tuning"] is records[1]["svc_tuning"] is None                  # the two KLR routes
 
 
@@ -251,6 +258,25 @@ def test_bench_calibrated_refuses_a_bad_grid(tiny):
 def test_cli_bad_bench_input_exits_2(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_summaries_add_the_svc_routes_at_klr_tolerance_when_the_record_has_them():
+    "A record with the SVC routes at KLR's tolerance gets KLR's ratios and log-loss wins against them too."
+    records = synthetic_records()
+    assert not any("at KLR's tol" in key for key in headline(records))            # an older record: no such routes
+    for dataset, cal, cal_ens, ll in (("a", 4.0, 8.0, [0.3, 0.05]), ("b", 3.0, 6.0, [0.3, 0.4])):
+        for route, seconds, loss in zip(SVC_MATCHED_ROUTES.values(), (cal, cal_ens), ll):
+            records.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=route,
+                                total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1,
+                                test_accuracy=0.9))
+    table, h = calibrated_table(records), headline(records)
+    assert list(table.klr_over_svc_cal_tight) == [0.25, 1.0] and list(table.klr_over_svc_cal_ens_tight) == [0.125, 0.5]
+    assert list(table.klr_over_svc_cal) == [0.5, 1.5]                              # the default pairing unchanged
+    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=False)"] == pytest.approx(0.625)
+    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=True)"] == pytest.approx(0.3125)
+    assert h["KLR log-loss no worse at KLR's tol (ensemble=False), sets"] == 2     # 0.1 <= 0.3; 0.3 <= 0.3
+    assert h["KLR log-loss no worse at KLR's tol (ensemble=True), sets"] == 1      # a: 0.1 > 0.05; b: 0.3 <= 0.4
+    assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(1.0)   # and the default ones stay
 
 
 @pytest.mark.skipif(not STORED.exists(), reason="no stored before-record")
