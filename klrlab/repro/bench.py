@@ -284,8 +284,10 @@ def _positive_probability(model, X) -> np.ndarray:
     "P(y = the larger label | x)."
     return model.predict_proba(X)[:, 1]
 
-def _cv_choice(make_model, X, y, grid, splits, score, larger_is_better: bool):
-    "The grid point with the best mean validation score over the folds, and the mean scores."
+def _cv_choice(make_model, X, y, grid, folds, score, larger_is_better: bool):
+    """The grid point with the best mean validation score over the folds, and the mean scores. The folds are split
+    here, inside the timed search, as a grid search and KernelLogisticRegressionCV split inside theirs."""
+    splits = list(folds.split(X, y))
     means = [np.mean([score(make_model(C).fit(X[train], y[train]), X[val], y[val]) for train, val in splits])
              for C in grid]
     best = int(np.argmax(means) if larger_is_better else np.argmin(means))
@@ -310,9 +312,9 @@ def _final_fit(make_model, X, y, search):
     model, final_seconds = _timed(lambda: make_model(C).fit(X, y))
     return model, C, scores, tune_seconds, final_seconds
 
-def _tuned_fit(make_model, X, y, grid, splits, score, larger_is_better: bool):
+def _tuned_fit(make_model, X, y, grid, folds, score, larger_is_better: bool):
     "Search the grid by cross-validation, then fit at the chosen C."
-    search = _timed(lambda: _cv_choice(make_model, X, y, grid, splits, score, larger_is_better))
+    search = _timed(lambda: _cv_choice(make_model, X, y, grid, folds, score, larger_is_better))
     return _final_fit(make_model, X, y, search)
 
 KLR_ROUTE = "klrlab KLR, C by CV log-loss"   # by KernelLogisticRegressionCV since the engine work of issue 21
@@ -331,29 +333,28 @@ SVC_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False)",
 SVC_MATCHED_ROUTES = {False: "SVC + CalibratedClassifierCV(ensemble=False), KLR's tolerance",   # SVC at TOLERANCES[1]
                       True: "SVC + CalibratedClassifierCV(ensemble=True), KLR's tolerance"}
 
-def _svc_route_runs(X, y, grid, gamma: float, folds, splits, svc_tuning: str, routes: dict, tol: float) -> dict:
+def _svc_route_runs(X, y, grid, gamma: float, folds, svc_tuning: str, routes: dict, tol: float) -> dict:
     "The two calibrated SVC routes (ensemble False and True, named by `routes`) with LIBSVM at tolerance `tol`."
     from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
     if svc_tuning == "accuracy":                  # one search of the plain SVC, shared by both ensemble settings
         svc = lambda C: SVC(C=C, gamma=gamma, tol=tol)
-        search = _timed(lambda: _cv_choice(svc, X, y, grid, splits, _accuracy_score, larger_is_better=True))
+        search = _timed(lambda: _cv_choice(svc, X, y, grid, folds, _accuracy_score, larger_is_better=True))
     runs = {}
     for ensemble, route in routes.items():
         calibrated = lambda C, e=ensemble: CalibratedClassifierCV(SVC(C=C, gamma=gamma, tol=tol), cv=folds,
                                                                   ensemble=e)
         runs[route] = (_final_fit(calibrated, X, y, search) if svc_tuning == "accuracy" else
-                       _tuned_fit(calibrated, X, y, grid, splits, _log_loss_score, larger_is_better=False))
+                       _tuned_fit(calibrated, X, y, grid, folds, _log_loss_score, larger_is_better=False))
     return runs
 
 def _route_runs(X, y, grid, gamma: float, folds, svc_tuning: str) -> dict:
     """One timed run of every route: {route: (model, C, CV scores, tuning seconds, final-fit seconds)}, each time a
     (wall, CPU) pair. KLR at its own tolerance and at LIBSVM's; SVC + calibration at LIBSVM's and at KLR's."""
-    splits = list(folds.split(X, y))
     runs = {KLR_ROUTE: _klr_cv_run(X, y, grid, gamma, folds),
             KLR_MATCHED_ROUTE: _klr_cv_run(X, y, grid, gamma, folds, tol=TOLERANCES[0])}
-    runs |= _svc_route_runs(X, y, grid, gamma, folds, splits, svc_tuning, SVC_ROUTES, TOLERANCES[0])
-    return runs | _svc_route_runs(X, y, grid, gamma, folds, splits, svc_tuning, SVC_MATCHED_ROUTES, TOLERANCES[1])
+    runs |= _svc_route_runs(X, y, grid, gamma, folds, svc_tuning, SVC_ROUTES, TOLERANCES[0])
+    return runs | _svc_route_runs(X, y, grid, gamma, folds, svc_tuning, SVC_MATCHED_ROUTES, TOLERANCES[1])
 
 def _probability_scores(model, X_test, y_test) -> dict:
     "Test log-loss, Brier score and accuracy of a fitted probabilistic classifier."
