@@ -20,9 +20,8 @@ from klrlab import KernelLogisticRegression
 from klrlab.cli import main
 from klrlab.datasets import make_twonorm
 from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_MATCHED_ROUTE, KLR_ROUTE, SVC_MATCHED_ROUTES, SVC_ROUTES,
-                                TOLERANCES, bench,
-                                bench_calibrated, bench_fixed_C, calibrated_table, fixed_C_table, headline,
-                                peak_rss_increase, pin_one_thread, read_bench_records)
+                                TOLERANCES, bench, bench_calibrated, bench_fixed_C, calibrated_table, fixed_C_table,
+                                headline, peak_rss_increase, pin_one_thread, read_bench_records)
 from klrlab.repro.harness import ReproError
 
 STORED = Path(__file__).parents[2] / "nbs" / "results" / "bench_klr_before.json"
@@ -181,6 +180,25 @@ def test_summaries_add_the_matched_tolerance_route_when_the_record_has_it():
     assert h["KLR at LIBSVM's tol log-loss no worse (ensemble=True), sets"] == 1       # a: 0.1 > 0.05; b: 0.1 <= 0.4
 
 
+def test_summaries_add_the_svc_routes_at_klr_tolerance_when_the_record_has_them():
+    "A record with the SVC routes at KLR's tolerance gets KLR's ratios and log-loss wins against them too."
+    records = synthetic_records()
+    assert not any("at KLR's tol" in key for key in headline(records))            # an older record: no such routes
+    for dataset, cal, cal_ens, ll in (("a", 4.0, 8.0, [0.3, 0.05]), ("b", 3.0, 6.0, [0.3, 0.4])):
+        for route, seconds, loss in zip(SVC_MATCHED_ROUTES.values(), (cal, cal_ens), ll):
+            records.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=route,
+                                total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1,
+                                test_accuracy=0.9))
+    table, h = calibrated_table(records), headline(records)
+    assert list(table.klr_over_svc_cal_tight) == [0.25, 1.0] and list(table.klr_over_svc_cal_ens_tight) == [0.125, 0.5]
+    assert list(table.klr_over_svc_cal) == [0.5, 1.5]                              # the default pairing unchanged
+    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=False)"] == pytest.approx(0.625)
+    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=True)"] == pytest.approx(0.3125)
+    assert h["KLR log-loss no worse at KLR's tol (ensemble=False), sets"] == 2     # 0.1 <= 0.3; 0.3 <= 0.3
+    assert h["KLR log-loss no worse at KLR's tol (ensemble=True), sets"] == 1      # a: 0.1 > 0.05; b: 0.3 <= 0.4
+    assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(1.0)   # and the default ones stay
+
+
 def test_read_bench_records_orders_by_run_time(tmp_path):
     for name, when in (("bench_klr_new", "2026-11-26T00:00:00Z"), ("bench_klr_before", "2026-11-25T00:00:00Z")):
         (tmp_path / f"{name}.json").write_text(json.dumps(dict(environment=dict(when=when), records=[])))
@@ -258,25 +276,6 @@ def test_bench_calibrated_refuses_a_bad_grid(tiny):
 def test_cli_bad_bench_input_exits_2(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
-
-
-def test_summaries_add_the_svc_routes_at_klr_tolerance_when_the_record_has_them():
-    "A record with the SVC routes at KLR's tolerance gets KLR's ratios and log-loss wins against them too."
-    records = synthetic_records()
-    assert not any("at KLR's tol" in key for key in headline(records))            # an older record: no such routes
-    for dataset, cal, cal_ens, ll in (("a", 4.0, 8.0, [0.3, 0.05]), ("b", 3.0, 6.0, [0.3, 0.4])):
-        for route, seconds, loss in zip(SVC_MATCHED_ROUTES.values(), (cal, cal_ens), ll):
-            records.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=route,
-                                total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1,
-                                test_accuracy=0.9))
-    table, h = calibrated_table(records), headline(records)
-    assert list(table.klr_over_svc_cal_tight) == [0.25, 1.0] and list(table.klr_over_svc_cal_ens_tight) == [0.125, 0.5]
-    assert list(table.klr_over_svc_cal) == [0.5, 1.5]                              # the default pairing unchanged
-    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=False)"] == pytest.approx(0.625)
-    assert h["KLR time / calibrated SVC at KLR's tol (ensemble=True)"] == pytest.approx(0.3125)
-    assert h["KLR log-loss no worse at KLR's tol (ensemble=False), sets"] == 2     # 0.1 <= 0.3; 0.3 <= 0.3
-    assert h["KLR log-loss no worse at KLR's tol (ensemble=True), sets"] == 1      # a: 0.1 > 0.05; b: 0.3 <= 0.4
-    assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(1.0)   # and the default ones stay
 
 
 @pytest.mark.skipif(not STORED.exists(), reason="no stored before-record")
