@@ -7,11 +7,11 @@ Docs: https://klrlab.github.io/klrlab/repro_consolo.html.md"""
 # %% auto #0
 __all__ = ['DATASETS', 'QUICK_DATASETS', 'GAMMA', 'FOLDS', 'VALIDATION', 'CONFIGS', 'NO_LAMBDA', 'IVM_CANDIDATES', 'SKLR_CONFIGS',
            'PAPER_MAX_ITER', 'CONVERGED_MAX_ITER', 'CACHE_LIMIT_MB', 'GRIDS', 'RULES', 'RUNS', 'CV', 'PROTOCOL',
-           'HYPOTHESIS_SETS', 'FIT_VARIANTS', 'SUPPORT_COUNTS', 'TIE_RULES', 'HYPOTHESES', 'paper_grid', 'load_consolo',
-           'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio', 'expected_calibration_error',
-           'probability_metrics', 'grid_from', 'l12_fits', 'consolo_point', 'selected', 'fold_means', 'with_average',
-           'timing_rows', 'summarize_consolo', 'probability_table', 'support_counts', 'variant_model',
-           'hypothesis_fits', 'hypothesis_rows', 'hypothesis_table']
+           'CELL_KEYS', 'CELL_SCORES', 'HYPOTHESIS_SETS', 'FIT_VARIANTS', 'SUPPORT_COUNTS', 'TIE_RULES', 'HYPOTHESES',
+           'paper_grid', 'load_consolo', 'fold_parts', 'full_cache_mb', 'make_model', 'support_ratio',
+           'expected_calibration_error', 'probability_metrics', 'grid_from', 'l12_fits', 'consolo_point', 'selected',
+           'fold_means', 'with_average', 'timing_rows', 'summarize_consolo', 'probability_table', 'retiming_rows',
+           'support_counts', 'variant_model', 'hypothesis_fits', 'hypothesis_rows', 'hypothesis_table']
 
 # %% ../../../nbs/90_repro_consolo.ipynb #2e6539d2
 import time
@@ -350,6 +350,42 @@ CV = Experiment(
 )
 
 PROTOCOL = Protocol("consolo", "Consolo, Manno, Amaldi: sparse binary kernel logistic regression", (CV,))
+
+# %% ../../../nbs/90_repro_consolo.ipynb #c7e1a0b2
+CELL_KEYS = ["experiment", "dataset", "fold", "config", "seed", "C", "k", "n_lam"]   # what names a cell
+CELL_SCORES = ["val_accuracy", "val_ratio", "test_accuracy", "test_ratio"]          # what a re-run must reproduce
+
+def _changed(new: pd.Series, old: pd.Series) -> pd.Series:
+    "Whether two runs' values differ, to the last digit (missing in both counts as the same)."
+    return ~((new == old) | (new.isna() & old.isna()))
+
+def retiming_rows(
+    stored: pd.DataFrame,  # the stored cells (as `klrlab.repro.harness.stored_cells` reads them)
+    rerun: pd.DataFrame,  # the same cells computed again (a run's EXPERIMENT_cells.csv)
+    run: dict,  # the re-run's git_commit, wall_seconds, workers and when, written on every row
+) -> pd.DataFrame:
+    """Per dataset and configuration of the re-run: its cells; their minutes of cell time, stored and new; the cells
+    whose fit converged in both runs; how many of those, and of the others, changed a score; the largest change."""
+    both = rerun.merge(stored, on=CELL_KEYS, how="left", suffixes=("_new", "_old"), validate="one_to_one")
+    if both.cell_seconds_old.isna().any():
+        raise ValueError(f"rerun: {int(both.cell_seconds_old.isna().sum())} cells are not among the stored ones")
+    changed = pd.concat([_changed(both[f"{s}_new"], both[f"{s}_old"]) for s in CELL_SCORES], axis=1).any(axis=1)
+    change = pd.concat([(both[f"{s}_new"] - both[f"{s}_old"]).abs() for s in CELL_SCORES], axis=1).max(axis=1)
+    converged = both.converged_new.eq(True) & both.converged_old.eq(True)
+    frame = both.assign(changed=changed, change=change.fillna(0.0), converged=converged)
+    rows = pd.DataFrame([dict(
+        dataset=dataset,
+        config=config,
+        cells=len(g),
+        stored_cell_minutes=g.cell_seconds_old.sum() / 60,
+        new_cell_minutes=g.cell_seconds_new.sum() / 60,
+        converged_cells=int(g.converged.sum()),
+        converged_cells_changed=int((g.converged & g.changed).sum()),
+        other_cells_changed=int((~g.converged & g.changed).sum()),
+        largest_change=g.change.max(),
+    ) for (dataset, config), g in frame.groupby(["dataset", "config"])])
+    return rows.assign(new_git_commit=run["git_commit"], new_run_wall_seconds=run["wall_seconds"],
+                       new_run_workers=run["workers"], new_run_when=run["when"])
 
 # %% ../../../nbs/90_repro_consolo.ipynb #f3fff3ed
 from ..harness import published
