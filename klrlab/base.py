@@ -122,8 +122,6 @@ def _prepare(self, X, y):
     "Validate X and y, set `classes_` and the kernel: the checked X and y, ready for the solvers."
     X, y = _validated_training_data(self, X, y)
     _check_labels(y)
-    if getattr(self, "kernel", None) == "precomputed":
-        check_precomputed_kernel(X, "X")
     classes = np.unique(y)
     if len(classes) < 2:
         raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in y; "
@@ -131,6 +129,8 @@ def _prepare(self, X, y):
     if len(classes) > 2 and self._binary_only:
         raise ValueError(f"Only binary classification is supported: {type(self).__name__} is a binary classifier "
                          f"and y has {len(classes)} classes {list(classes)}")
+    if getattr(self, "kernel", None) == "precomputed":          # after the cheap checks: an eigenvalue problem
+        check_precomputed_kernel(X, "X")
     self.classes_ = classes
     self._warn_unused_parameters()
     self._kernel = Kernel.from_params(self.kernel, getattr(self, "gamma", "scale"), getattr(self, "degree", 3),

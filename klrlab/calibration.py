@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context, clone
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .klr import KernelLogisticRegression
@@ -42,7 +43,9 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         "Fit T on out-of-fold decision values (stratified `cv`-fold), then the estimator on all of (X, y)."
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
-        X, y = validate_data(self, X, y, dtype=None)     # the estimator checks X in detail; y must be 1-D labels
+        X_checked, y = validate_data(self, X, y, dtype=None)     # y must be 1-D labels
+        pairwise = get_tags(self).input_tags.pairwise
+        X = X if hasattr(X, "iloc") and not pairwise else X_checked   # a frame of features keeps its names
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) != 2:
@@ -74,4 +77,7 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        # a wrapped precomputed-kernel estimator takes square kernel matrices: splitters must cut rows and columns
+        base = self.estimator if self.estimator is not None else KernelLogisticRegression()
+        tags.input_tags.pairwise = get_tags(base).input_tags.pairwise
         return tags

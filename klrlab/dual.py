@@ -63,7 +63,7 @@ def initial_alpha(
     if s_min > s_max:
         raise ValueError(f"the dual is infeasible: with the box [{lo:g}, {hi:g}] the classes of sizes {n_pos} and "
                          f"{n_neg} cannot carry equal mass (need C >= {lo:g} * n / n_min); "
-                         "increase C or lower the bound")
+                         "lower the bound (bound_eps), or with an absolute bound raise C")
     S = min(max(mass, s_min), s_max)
     return np.where(y > 0, S / n_pos, S / n_neg)
 

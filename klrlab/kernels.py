@@ -6,7 +6,8 @@ Docs: https://klrlab.github.io/klrlab/kernels.html.md"""
 
 # %% auto #0
 __all__ = ['KERNELS', 'gamma_from_sigma', 'sigma_from_gamma', 'check_matrix', 'linear_kernel', 'polynomial_kernel',
-           'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'check_precomputed_kernel', 'time_cache']
+           'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'kernel_rounding',
+           'check_precomputed_kernel', 'time_cache']
 
 # %% ../nbs/01_kernels.ipynb #fb1122fc
 import time
@@ -129,6 +130,9 @@ def _resolve_gamma(gamma, X: np.ndarray) -> float:
     if isinstance(gamma, str):
         if gamma == "scale":
             var = float(X.var())
+            if not np.isfinite(var):
+                raise ValueError(f"gamma='scale' is 1 / (n_features * X.var()), and X.var() overflows to {var}: "
+                                 "rescale X, or give gamma as a number")
             return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
         if gamma == "auto":
             return 1.0 / X.shape[1]
@@ -231,13 +235,24 @@ class Kernel:
             out[start:start + rows] = self(X[start:start + rows], Y) @ coef
         return out
 
+# %% ../nbs/01_kernels.ipynb #5c4d21d3
+def kernel_rounding(
+    K,  # a kernel matrix, float64 or float32
+) -> float:  # the unit roundoff of the precision K's values were computed in
+    "float32's unit roundoff when every entry of K is a float32 value (computed in float32, then converted), else 0."
+    K = np.asarray(K)
+    if K.dtype == np.float32 or (K.dtype == np.float64 and np.array_equal(K.astype(np.float32), K)):
+        return float(np.finfo(np.float32).eps)
+    return 0.0
+
 # %% ../nbs/01_kernels.ipynb #ebc9f548
 def check_precomputed_kernel(
     K,  # the kernel matrix (n, n)
     name: str = "X",  # the argument's name, for the error message
-    tol: float = 1e-8,  # the most negative eigenvalue accepted, relative to the largest
+    tol: float = 1e-8,  # the most negative eigenvalue accepted, relative to the largest (at least K's rounding)
 ) -> np.ndarray:  # K as C-contiguous float64
-    "Check that `K` is a square, symmetric, positive semidefinite kernel matrix; return it as C-contiguous float64."
+    """Check that `K` is a square, symmetric, positive semidefinite kernel matrix; return it as C-contiguous float64.
+    A matrix computed in float32 is judged at float32's rounding (`kernel_rounding`)."""
     K = check_matrix(K, name)
     n = K.shape[0]
     if K.shape[1] != n:
@@ -245,8 +260,9 @@ def check_precomputed_kernel(
             f"{name} must be a square kernel matrix (n_samples, n_samples) with kernel='precomputed'; got shape "
             f"{K.shape}"
         )
-    scale = max(1.0, float(np.abs(K).max()))
-    if not np.allclose(K, K.T, rtol=0, atol=1e-10 * scale):
+    scale, rounding = max(1.0, float(np.abs(K).max())), kernel_rounding(K)
+    tol = max(tol, n * rounding)
+    if not np.allclose(K, K.T, rtol=0, atol=max(1e-10, 8 * rounding) * scale):
         raise ValueError(
             f"{name} is not symmetric (max |K - K^T| = {np.abs(K - K.T).max():.3g}); a kernel matrix must be"
         )

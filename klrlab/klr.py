@@ -38,7 +38,11 @@ def logistic_probabilities(
     if np.ndim(f) == 1:
         return np.column_stack([expit(-f), expit(f)])   # not 1 - p: keeps small probabilities exact
     P = expit(f)
-    return P / P.sum(axis=1, keepdims=True)
+    total = P.sum(axis=1, keepdims=True)
+    underflow = total[:, 0] < 1e-300                     # every sigmoid rounds to 0: normalise in logs instead
+    P /= np.where(underflow[:, None], 1.0, total)
+    if underflow.any(): P[underflow] = np.exp(logistic_log_probabilities(f[underflow]))
+    return P
 
 def logistic_log_probabilities(
     f,  # decision values: (n,) for two classes, (n, n_classes) one-vs-rest otherwise
@@ -336,8 +340,8 @@ def _c_grid(Cs) -> np.ndarray:
     "The C grid, increasing: `Cs` values from 1e-2 to 1e3 on a log scale, or the positive numbers given."
     if isinstance(Cs, Integral) and not isinstance(Cs, bool):
         return np.logspace(-2, 3, int(Cs))
-    grid = np.asarray(Cs, dtype=np.float64).ravel()
-    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+    grid = np.asarray(Cs, dtype=np.float64) if not isinstance(Cs, bool) else np.array([])
+    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"Cs={Cs!r}; give the number of grid points (>= 1) or positive finite C values")
     return np.unique(grid)
 
@@ -419,6 +423,9 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y, matrix_cache)):
             if len(np.unique(y[train])) < 2:
                 raise ValueError(f"cv: fold {fold} trains on one class only; use fewer folds or stratified ones")
+            if len(missing := np.setdiff1d(self.classes_, y[train])):   # its one-vs-rest problem has no optimum
+                raise ValueError(f"cv: fold {fold} trains without class(es) {missing.tolist()}; every fold must train on "
+                                 "every class: use fewer folds, or stratified ones")
             trained[train] += 1
             decisions = np.empty((len(self.Cs_), len(test), len(problems)))
             for k, positive in enumerate(problems):

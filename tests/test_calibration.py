@@ -39,6 +39,43 @@ def test_temperature_scaling_is_a_checked_estimator():
         TemperatureScaled().fit(np.r_[X, X[:5]], np.r_[y, [2.0] * 5])
 
 
-@parametrize_with_checks([TemperatureScaled(KernelLogisticRegression(), cv=3)])
+# a wrapped precomputed-kernel estimator refuses what test_klr's PRECOMPUTED_FAILURES lists, and its folds need classes
+WRAPPED_PRECOMPUTED_FAILURES = {
+    "check_positive_only_tag_during_fit": "its matrix has negative entries and is not PSD: refused as a kernel",
+    "check_estimators_dtypes": "it truncates a Gram matrix to integers, which is not PSD: refused as a kernel",
+    "check_decision_proba_consistency": "it predicts from a (n, 2) feature matrix, not a kernel (SVC fails it too)",
+    "check_fit2d_1feature": "its ten-point target leaves a temperature fold with one class, which is refused",
+}
+
+
+def _expected_failures(estimator) -> dict:
+    return WRAPPED_PRECOMPUTED_FAILURES if estimator.estimator.kernel == "precomputed" else {}
+
+
+@parametrize_with_checks([TemperatureScaled(KernelLogisticRegression(), cv=3),
+                          TemperatureScaled(KernelLogisticRegression(kernel="precomputed"), cv=3)],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_a_frame_keeps_its_feature_names_for_the_wrapped_estimator():
+    import warnings
+    import pandas as pd
+    X, y = problem(15, n=90)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    scaled = TemperatureScaled(KernelLogisticRegression(gamma=0.5), cv=3).fit(frame, y)
+    assert list(scaled.estimator_.feature_names_in_) == list(frame.columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled.predict_proba(frame)
+
+
+def test_a_wrapped_precomputed_kernel_is_split_by_rows_and_columns():
+    from sklearn.model_selection import cross_val_score
+    from klrlab.kernels import rbf_kernel
+    X, y = problem(16, n=120)
+    wrapped = lambda kernel: TemperatureScaled(KernelLogisticRegression(kernel=kernel, gamma=0.5), cv=3)
+    on_matrix = cross_val_score(wrapped("precomputed"), rbf_kernel(X, gamma=0.5), y, cv=3)
+    on_points = cross_val_score(wrapped("rbf"), X, y, cv=3)
+    np.testing.assert_allclose(on_matrix, on_points)

@@ -29,15 +29,44 @@ def gauss():
     return X, y, Xt, yt
 
 
-@parametrize_with_checks(
-    [
+# What scikit-learn's suite asks of an estimator on a precomputed kernel that a PSD-checking one must refuse
+PRECOMPUTED_FAILURES = {
+    "check_positive_only_tag_during_fit": "its matrix has negative entries and is not PSD: refused as a kernel",
+    "check_estimators_dtypes": "it truncates a Gram matrix to integers, which is not PSD: refused as a kernel",
+    "check_decision_proba_consistency": "it predicts from a (n, 2) feature matrix, not a kernel (SVC fails it too)",
+}
+CV_PRECOMPUTED_FAILURES = {
+    **PRECOMPUTED_FAILURES,
+    **{check: "its target has classes with fewer points than folds: a fold trains without a class, which is refused"
+       for check in ("check_dont_overwrite_parameters", "check_f_contiguous_array_estimator",
+                     "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+                     "check_fit2d_1feature", "check_dict_unchanged", "check_fit2d_predict1d")},
+}
+
+
+def _expected_failures(estimator) -> dict:
+    from klrlab import KernelLogisticRegressionCV
+    if getattr(estimator, "kernel", None) != "precomputed": return {}
+    return CV_PRECOMPUTED_FAILURES if isinstance(estimator, KernelLogisticRegressionCV) else PRECOMPUTED_FAILURES
+
+
+def _checked_estimators() -> list:
+    from klrlab import KernelLogisticRegressionCV
+    return [
         KernelLogisticRegression(),
         KernelLogisticRegression(kernel="linear", wss="first"),
         KernelLogisticRegression(kernel="laplacian"),
+        KernelLogisticRegression(kernel="precomputed"),
+        KernelLogisticRegressionCV(Cs=3, cv=3),
+        KernelLogisticRegressionCV(Cs=3, cv=3, kernel="precomputed"),
         ImportVectorMachine(),
+        ImportVectorMachine(kernel="precomputed"),
         HalfThresholdingKLR(max_iter=500),
+        HalfThresholdingKLR(kernel="precomputed", max_iter=500),
     ]
-)
+
+
+@parametrize_with_checks(_checked_estimators(), expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -640,7 +669,8 @@ def test_cv_refit_from_the_folds_mean_alpha_is_the_cold_fit(multiclass):
 
 
 @pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
-                                            (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'")])
+                                            (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'"),
+                                            (dict(Cs=True), "Cs="), (dict(Cs=[[1.0, 10.0]]), "Cs=")])
 def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
     from klrlab import KernelLogisticRegressionCV
     X, y, _, _ = gauss
@@ -654,3 +684,54 @@ def test_cv_fold_with_one_class_is_refused():
     X = np.random.default_rng(0).normal(size=(20, 2)); y = np.r_[np.zeros(10), np.ones(10)]
     with pytest.raises(ValueError, match="one class"):
         KernelLogisticRegressionCV(Cs=2, cv=KFold(2)).fit(X, y)
+
+
+def test_cv_fold_without_a_class_is_refused_by_name():
+    from klrlab import KernelLogisticRegressionCV
+    X = np.random.default_rng(0).normal(size=(30, 2)); y = np.r_[np.zeros(14), np.ones(14), [2, 2]].astype(int)
+    folds = [(np.r_[0:10, 14:24], np.r_[10:14, 24:30]), (np.r_[4:14, 18:30], np.r_[0:4, 14:18])]
+    with pytest.raises(ValueError, match=r"cv: fold 0 trains without class\(es\) \[2\]"):
+        KernelLogisticRegressionCV(Cs=2, cv=folds).fit(X, y)
+
+
+def test_multiclass_probabilities_far_from_the_data_do_not_underflow_to_nan():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 5)), rng.integers(0, 3, 60)
+    model = KernelLogisticRegression(kernel="linear").fit(X, y)
+    W = model.dual_coef_ @ model.support_vectors_
+    far = 1000 * np.linalg.lstsq(W, -np.ones(3), rcond=None)[0][None]     # every decision value near -1000
+    assert (model.decision_function(far) < -745).all()
+    P = model.predict_proba(far)
+    np.testing.assert_allclose(P, np.exp(model.predict_log_proba(far)), rtol=1e-12)
+    assert np.isclose(P.sum(), 1.0) and model.predict(far)[0] == model.classes_[np.argmax(P)]
+
+
+def test_float32_precomputed_gram_matrix_is_accepted():
+    from sklearn.svm import SVC
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 10)).astype(np.float32); y = rng.integers(0, 2, 50)
+    gram = X @ X.T                                                       # rank 10, float32 rounding
+    ours = KernelLogisticRegression(kernel="precomputed", tol=1e-8).fit(gram, y)
+    exact = KernelLogisticRegression(kernel="precomputed", tol=1e-8).fit(gram.astype(np.float64), y)
+    np.testing.assert_allclose(ours.decision_function(gram), exact.decision_function(gram.astype(np.float64)))
+    SVC(kernel="precomputed").fit(gram, y)                               # the anchor accepts it too
+
+
+def test_stalled_and_capped_runs_give_advice_that_fits():
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 2)); y = (X[:, 0] > 0).astype(int)
+    with pytest.warns(ConvergenceWarning, match="Raise max_import"):
+        ImportVectorMachine(max_import=2).fit(X, y)
+    with pytest.warns(ConvergenceWarning) as caught:
+        model = HalfThresholdingKLR(max_iter=3).fit(X, y)        # fewer steps than SpaRSA's stop window
+    assert np.isfinite(model.certificate_.value) and "inf" not in str(caught[0].message)
+    with pytest.warns(ConvergenceWarning, match="below what rounding allows"):
+        KernelLogisticRegression(C=1e3, tol=1e-15).fit(X, y)
+
+
+def test_overflowing_variance_and_an_infeasible_bound_are_explained():
+    rng = np.random.default_rng(0); X = rng.normal(size=(40, 2)); y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="X.var\\(\\) overflows"):
+        with np.errstate(over="ignore"):
+            KernelLogisticRegression().fit(X * 1e200, y)
+    with pytest.raises(ValueError, match="bound_eps"):
+        KernelLogisticRegression(C=1000, bound_eps=0.3).fit(X, np.r_[np.ones(10), np.zeros(30)].astype(int))

@@ -114,9 +114,8 @@ def solve_half_thresholding(
         curvature = (new_beta - beta) @ (new_grad - grad) + (new_b - b) * (new_grad_b - grad_b)
         beta, b, grad, grad_b = new_beta, new_b, new_grad, new_grad_b
         path.append(new_value); best.append(min(best[-1], new_value))
-        if len(best) > window:
-            decrease = _relative_decrease(best, window)
-            if decrease <= tol: break
+        decrease = _relative_decrease(best, min(window, it))   # fewer steps than the window: over those taken
+        if it >= window and decrease <= tol: break
         if step == "bb": mu = min(max(change / curvature, 1.0 / L), 1e6 / L) if curvature > 0 else 1.0 / L
     return _half_thresholding_result(
         beta, b, path, it, decrease, tol, _prox_gradient_norm(beta, b, grad, grad_b, L), step
@@ -164,9 +163,8 @@ def solve_half_thresholding_many(
         going = np.ones(len(active), dtype=bool)
         for pos, j in enumerate(active):
             paths[j].append(new_value[pos]); bests[j].append(min(bests[j][-1], new_value[pos])); n_iter[j] = it
-            if len(bests[j]) > window:
-                decrease[j] = _relative_decrease(bests[j], window)
-                going[pos] = decrease[j] > tol
+            decrease[j] = _relative_decrease(bests[j], min(window, it))   # as solve_half_thresholding
+            going[pos] = it < window or decrease[j] > tol
         if step == "bb":
             ids, bb = active[going], curvature[going] > 0
             mu[ids] = np.where(

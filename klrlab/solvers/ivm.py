@@ -153,4 +153,5 @@ def _ivm_result(S, beta, b, path, improvement, tol, n, cap) -> SolverResult:
     coef = np.zeros(n); coef[S] = beta
     return SolverResult(alpha=coef, bias=b, certificate=certificate, n_iter=len(S), n_kernel_evals=0,
                         converged=stopped_by == "tol" or exhausted, objective=path[-1], trace=dict(objective=path),
-                        info=dict(stopped_by=stopped_by), coef=coef, support=np.array(S, dtype=np.intp))
+                        info=dict(stopped_by=stopped_by, advice="Raise max_import (the cap on imported points), or "
+                                  "loosen tol."), coef=coef, support=np.array(S, dtype=np.intp))

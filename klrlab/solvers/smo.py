@@ -100,7 +100,14 @@ def solve_dual(
                         n_kernel_evals=cache.n_kernel_evals - evals_before, converged=gap <= tol, objective=value,
                         trace=_joined_trace(traces, gap, value) if trace else None,
                         info=dict(loss=loss, wss=wss, lam=lam, lo=lo, hi=hi, status=STATUS[status],
-                                  refinements=max(rounds - 1, 0), scheme=scheme, finished_by=finished_by))
+                                  refinements=max(rounds - 1, 0), scheme=scheme, finished_by=finished_by,
+                                  **_stall_advice(STATUS[status], gap <= tol)))
+
+def _stall_advice(status: str, converged: bool) -> dict:
+    "The advice a non-converged run that stopped making progress gives instead of 'increase max_iter'."
+    if converged or status != "no_progress": return {}
+    return dict(advice="The steps stopped changing alpha before the KKT violation reached tol: tol is below what "
+                       "rounding allows at this C; loosen tol.")
 
 # %% ../../nbs/11_smo.ipynb #f21703ea
 def _check_scheme(scheme, loss, wss, trace):
