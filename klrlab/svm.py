@@ -8,14 +8,16 @@ Docs: https://klrlab.github.io/klrlab/svm.html.md"""
 __all__ = ['FrankWolfeSVC', 'SparseSVC', 'SVCPath', 'cv_path']
 
 # %% ../nbs/23_svm.ipynb #820a7807
+import warnings
 from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d, validate_data
 
 from .base import BaseKernelClassifier
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
@@ -81,6 +83,7 @@ class FrankWolfeSVC(BaseKernelClassifier):
     @property
     def dual_gap_(self):
         "The relative Frank-Wolfe gap each problem stopped at (one per one-vs-one pair for more than two classes)."
+        check_is_fitted(self)
         values = [r.certificate.value for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 
@@ -143,9 +146,13 @@ class SparseSVC(BaseKernelClassifier):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         "Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`."
+        if self.s == 1 and not self.tune_s:          # y_T' alpha_T = 0 over one point forces alpha_T = 0
+            raise ValueError("s=1 with tune_s=False: a working set of one point can only hold alpha = 0; give s >= 2 "
+                             "(or tune_s=True, which grows s)")
         self._fit(X, y)
         if self.kernel == "linear":
             self.coef_ = np.array([r.info["w"] for r in self.solver_results_])
+        elif hasattr(self, "coef_"): del self.coef_       # a kernel model has no weight vector: none from a last fit
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
@@ -173,12 +180,14 @@ class SparseSVC(BaseKernelClassifier):
     @property
     def n_support_vectors_(self):
         "nnz(alpha) per binary problem (one per class for more than two classes): what the paper calls NSV."
+        check_is_fitted(self)
         values = [r.info["nnz"] for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 
     @property
     def sparsity_level_(self):
         "The final s per binary problem (Algorithm 2 grows it; one per class for more than two classes)."
+        check_is_fitted(self)
         values = [r.info["s"] for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 
@@ -248,6 +257,8 @@ class SVCPath(BaseKernelClassifier):
 
     def _check_C(self, C, name) -> np.ndarray:
         "C as a 1-D float array inside the path's range, or a ValueError naming `name`."
+        if isinstance(C, (str, bytes, bool)) or np.asarray(C).dtype.kind not in "iuf":
+            raise ValueError(f"{name}={C!r}: give a number or an array of numbers")
         Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
         low, high = 1.0 / self.lambda_max, 1.0 / self.lambda_min
         if Cs.ndim != 1 or not len(Cs) or not np.isfinite(Cs).all() or (Cs < low * (1 - 1e-12)).any() \
@@ -259,6 +270,10 @@ class SVCPath(BaseKernelClassifier):
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         res = solve_path(cache, y, self.lambda_max, self.lambda_min, self.factorization, self.kkt_check, self.kkt_tol,
                          max_breakpoints=self.max_breakpoints)
+        end = res.info["breakpoints"]["lam"][-1]
+        if 1.0 / self.C < end * (1 - 1e-12):                 # the path stopped before reaching the model's C
+            raise ValueError(f"C={self.C!r} lies beyond where the path stopped (lambda={end:g}, C up to {1 / end:g}): "
+                             f"{res.info.get('advice', '')} Or give a C up to {1 / end:g}.")
         a, a0 = path_at(res.info["breakpoints"], 1.0 / self.C)
         return replace(res, alpha=a[0] * self.C, bias=-a0[0] * self.C)
 
@@ -326,7 +341,7 @@ def cv_path(
     "The exact cross-validated error over every C of the path's range: constant between the held-out sign changes."
     from sklearn.base import clone
     from sklearn.model_selection import check_cv
-    X, y = np.asarray(X), np.asarray(y)
+    X, y = np.asarray(X), column_or_1d(y, warn=True)
     if (n_classes := len(np.unique(y))) != 2: raise ValueError(f"y has {n_classes} classes; cv_path takes two")
     splitter = check_cv(cv, y, classifier=True)
     folds, roots = [], [np.array([estimator.lambda_max, estimator.lambda_min], dtype=np.float64)]
@@ -339,7 +354,11 @@ def cv_path(
         folds.append((lam, g, positive))
         roots += [lam, _sign_changes(lam, g)]
     edges = np.unique(np.concatenate(roots))[::-1]               # decreasing lambda: increasing C
-    edges = edges[(edges <= estimator.lambda_max) & (edges >= estimator.lambda_min)]
+    reached = max(lam[-1] for lam, _, _ in folds)                # a fold's path may stop early (max_breakpoints)
+    if reached > estimator.lambda_min * (1 + 1e-12):
+        warnings.warn(f"cv_path: a fold's path stopped at lambda={reached:g}: the curve covers C up to {1 / reached:g}, "
+                      f"not {1 / estimator.lambda_min:g}", ConvergenceWarning, stacklevel=2)
+    edges = edges[(edges <= estimator.lambda_max) & (edges >= reached)]
     middles = np.sqrt(edges[:-1] * edges[1:])
     error = np.mean([((interpolate_at(lam, g.T, middles).T > 0) != positive[:, None]).mean(0)
                      for lam, g, positive in folds], axis=0)

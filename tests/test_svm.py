@@ -389,3 +389,63 @@ def test_cv_path_reproduces_grid_search_at_its_C_values(kernel):
     assert same.mean() >= 0.9
     assert exact["best_error"] <= 1 - grid.best_score_ + 1e-12
     assert exact["best_error"] == pytest.approx(exact["error"].min())
+
+
+# ---- found by an audit ------------------------------------------------------------------------------------------
+
+def test_an_ill_conditioned_kernel_stops_the_path_at_once_with_a_reason():
+    import time
+    from klrlab import SVCPath
+    rng = np.random.RandomState(0)
+    X = rng.normal(loc=100, size=(80, 2)); y = rng.randint(0, 2, 80)       # poly kernel entries near 1e12
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="too ill-conditioned for the exact path"):
+        SVCPath(kernel="poly").fit(X, y)
+    assert time.perf_counter() - start < 60                             # was a stall of about half an hour
+
+
+def _path_data():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 2))
+    return X, (X[:, 0] + 0.4 * rng.normal(size=60) > 0).astype(int)
+
+
+def test_a_truncated_path_names_max_breakpoints_and_cv_path_covers_what_every_fold_reached():
+    import warnings
+    from sklearn.exceptions import ConvergenceWarning
+    from klrlab import SVCPath
+    from klrlab.svm import cv_path
+    X, y = _path_data()
+    with pytest.raises(ValueError, match="C=1.0 lies beyond where the path stopped.*increase max_breakpoints"):
+        SVCPath(gamma=0.5, max_breakpoints=5).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(ConvergenceWarning, match="the curve covers C up to"):
+            curve = cv_path(SVCPath(gamma=0.5, C=1e-4, max_breakpoints=30), X, y)
+    assert np.all(np.isfinite(curve["error"])) and curve["C_to"].max() < 1e3
+
+
+def test_cv_path_takes_a_column_y_and_decision_function_refuses_a_string_C():
+    from klrlab import SVCPath
+    from klrlab.svm import cv_path
+    X, y = _path_data()
+    with pytest.warns(UserWarning, match="column-vector y"):
+        column = cv_path(SVCPath(gamma=0.5), X, y[:, None])
+    np.testing.assert_array_equal(column["error"], cv_path(SVCPath(gamma=0.5), X, y)["error"])
+    with pytest.raises(ValueError, match="give a number"):
+        SVCPath(gamma=0.5).fit(X, y).decision_function(X, C="1")
+
+
+def test_sparse_svc_refuses_a_fixed_single_point_and_forgets_a_linear_fits_weights():
+    from sklearn.exceptions import NotFittedError
+    from klrlab import FrankWolfeSVC, SparseSVC
+    X, y = _path_data()
+    with pytest.raises(ValueError, match="s=1 with tune_s=False"):
+        SparseSVC(s=1, tune_s=False).fit(X, y)
+    model = SparseSVC().fit(X, y)
+    assert hasattr(model, "coef_")
+    assert not hasattr(model.set_params(kernel="rbf").fit(X, y), "coef_")
+    for unfitted, attribute in ((SparseSVC(), "n_support_vectors_"), (SparseSVC(), "sparsity_level_"),
+                                (FrankWolfeSVC(), "dual_gap_")):
+        with pytest.raises(NotFittedError):
+            getattr(unfitted, attribute)

@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/path.html.md"""
 
 # %% auto #0
 __all__ = ['FACTORIZATIONS', 'EVENTS', 'EVENT_RULES', 'RIGHT', 'ELBOW', 'LEFT', 'E_UPPER', 'E_LOWER', 'FROM_R', 'FROM_L', 'GUARD',
-           'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'initial_alpha_hat', 'kkt_violation_path',
-           'solve_path', 'path_at', 'interpolate_at']
+           'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'SMOStalled', 'initial_alpha_hat',
+           'kkt_violation_path', 'solve_path', 'path_at', 'interpolate_at']
 
 # %% ../../nbs/16_path.ipynb #6228dfb6
 import time
@@ -243,12 +243,32 @@ def _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right) -> tuple:
 def _smo_at(cache, y, lam, a_start, tol) -> tuple:
     "The C-SVM at C = 1/lam by the SMO engine from a_start, polished: (alpha_hat, alpha0_hat, sets, r, SMO steps)."
     C = 1.0 / lam
-    res = solve_dual(cache, y, C, loss="hinge", lam=1.0, tol=tol, alpha0=a_start * C)
+    tol = max(tol, _rounding_floor(cache, C))
+    res = solve_dual(cache, y, C, loss="hinge", lam=1.0, tol=tol, alpha0=a_start * C, max_iter=_smo_budget(len(y)))
+    if not res.converged: raise SMOStalled(lam, res.certificate.value, float(np.max(cache.diagonal)))
     a = np.clip(res.alpha / C, 0.0, 1.0)
     a0 = -res.bias / C                      # klrlab's f = sum alpha y k + bias; the paper's f = ... - b
     sets = _sets_of(a)
     a, a0 = _polish(cache, y, lam, a, a0, sets)
     return a, a0, sets, lam - _phi(cache, y, a, a0), res.n_iter
+
+class SMOStalled(RuntimeError):
+    "The SMO start or backup of the path did not reach its tolerance: the kernel matrix is too ill-conditioned."
+    def __init__(self, lam: float, violation: float, k_max: float):
+        self.lam, self.violation = lam, violation
+        super().__init__(f"the SMO solve at lambda={lam:g} (C={1 / lam:g}) stopped at KKT violation {violation:.3g}: "
+                         f"the kernel matrix is too ill-conditioned for the exact path (entries up to {k_max:.3g}); "
+                         "scale the features (e.g. StandardScaler) or use a better-conditioned kernel")
+
+def _smo_budget(n: int) -> int:
+    "SMO steps allowed to one solve of the path: far above what a well-posed problem needs (a few per point)."
+    return 100_000 + 1_000 * n
+
+def _rounding_floor(cache, C: float) -> float:
+    """The smallest KKT violation SMO can certify at C: the gradient sum_j Q_ij alpha_j - 1 (alpha <= C) carries
+    rounding of about sqrt(n) eps C max_i K_ii, which reaches the fixed tolerances only for a kernel of large scale
+    (a polynomial kernel on features of size 100: entries near 1e12)."""
+    return float(np.sqrt(len(cache.diagonal)) * np.finfo(np.float64).eps * C * np.max(cache.diagonal))
 
 def initial_alpha_hat(
     y,  # labels in {-1, +1}
@@ -357,7 +377,8 @@ def solve_path(
         raise ValueError(f"events={events!r}; accepted values: {', '.join(map(repr, EVENT_RULES))}")
     evals_before, t_start = cache.n_kernel_evals, time.perf_counter()
     lam = float(lambda_max)
-    a, a0, sets, r, smo_steps = _smo_at(cache, y, lam, initial_alpha_hat(y), init_tol)
+    try: a, a0, sets, r, smo_steps = _smo_at(cache, y, lam, initial_alpha_hat(y), init_tol)
+    except SMOStalled as e: raise ValueError(f"SVM path: {e}") from None
     t_init = time.perf_counter() - t_start
     factor = _factorization(factorization, rank_tol)
     bps = _Breakpoints()
@@ -365,7 +386,7 @@ def solve_path(
     elbow = list(np.flatnonzero(sets == ELBOW))
     counts = dict.fromkeys(("step", "special", "backup-kkt", "backup-loop", "lp", "closed_form"), 0)
     steps = dict(elbow=[], nullity=[], kind=[], lam=[], seconds=[])
-    lam_c, n_blocked, n_special, max_elbow, max_nullity = lam, 0, 0, len(elbow), 0
+    lam_c, n_blocked, n_special, max_elbow, max_nullity, stalled = lam, 0, 0, len(elbow), 0, None
     while lam > lambda_min and len(bps.rows) < max_breakpoints:
         t_step = time.perf_counter()
         if not (sets == LEFT).any():                 # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
@@ -415,7 +436,8 @@ def solve_path(
             lam_new = lam + step[0] if step is not None else lam
             if step is None or n_blocked > max_blocked:
                 lam = (1 - gamma) * lam                          # BR at (1 - gamma) lambda
-                a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+                try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+                except SMOStalled as e: stalled = e; break
                 elbow = list(np.flatnonzero(sets == ELBOW))
                 bps.add(lam, a, a0, sets, "backup-loop", False)
                 counts["backup-loop"] += 1
@@ -442,7 +464,8 @@ def solve_path(
                 kind = "step"
                 guard_hit = bool(np.any(kinds == GUARD))
                 if guard_hit or (kkt_check and kkt_violation_path(r / lam, sets) > kkt_tol):
-                    a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+                    try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+                    except SMOStalled as e: stalled = e; break
                     elbow = list(np.flatnonzero(sets == ELBOW))
                     if guard_hit: bps.add(lam, a, a0, sets, "backup-kkt", False)     # a jump: zero length
                     else: bps.replace_last(lam, a, a0, sets, "backup-kkt", False)
@@ -463,7 +486,8 @@ def solve_path(
                 smo_init_steps=smo_steps, n_factorizations=factor.n_factorizations,
                 n_qr_updates=getattr(factor, "n_updates", 0), lambda_max=float(lambda_max),
                 lambda_min=float(lambda_min))
-    if not finished:
+    if stalled is not None: info["advice"] = f"The path stopped early: {stalled}."
+    elif not finished:
         info["advice"] = f"The path stopped at lambda={lam:g} > lambda_min; increase max_breakpoints."
     return SolverResult(alpha=a / lam, bias=-a0 / lam, certificate=certificate, n_iter=len(bp["lam"]) - 1,
                         n_kernel_evals=cache.n_kernel_evals - evals_before,
