@@ -27,7 +27,7 @@ SETTING_KEYS = {
     "mirrors": ("", "KLRLAB_MIRROR", "folders of canonical dataset files, ':'-separated"),
     "profile": ("quick", "KLRLAB_PROFILE", "reproduction profile: quick or paper"),
     "seed": ("0", "KLRLAB_SEED", "base seed for splits, generators and solvers"),
-    "n_jobs": ("1", "KLRLAB_N_JOBS", "parallel workers (joblib semantics, -1 = all cores)"),
+    "n_jobs": ("1", "KLRLAB_N_JOBS", "parallel workers: a positive number, or -1 for all cores"),
     "scheduler": ("local", "KLRLAB_SCHEDULER", "local, or a Dask scheduler address tcp://host:port"),
     "out_dir": ("out", "KLRLAB_OUT", "folder for tables, figures and the built site"),
     "cache_size": ("2048", "KLRLAB_CACHE_SIZE", "MB of kernel rows a KLR estimator caches when its cache_size is None"),
@@ -54,7 +54,7 @@ class Settings:
 # %% ../nbs/00_config.ipynb #2017ddc0
 def _read(path: Path) -> configparser.ConfigParser:
     "The parsed settings file; one that cannot be read or parsed is an error naming it (and the line)."
-    parser = configparser.ConfigParser()
+    parser = configparser.ConfigParser(default_section="klrlab:no-defaults")   # [DEFAULT] is another tool's
     try:
         if not parser.read(path, encoding="utf-8"): raise SettingsError(f"cannot read settings file {path}")
     except (configparser.Error, UnicodeDecodeError) as e:
@@ -103,10 +103,10 @@ _SCHEDULER_RE = re.compile(r"^(local|(tcp|tls|inproc|ucx)://\S+|[\w.\-]+:\d+)$")
 def _check(key: str, value, origin: str):
     if key == "profile" and value not in PROFILES:
         raise SettingsError(f"profile = {value!r} (from {origin}); accepted values: {', '.join(PROFILES)}")
-    if key == "n_jobs" and value == 0:
-        raise SettingsError(f"n_jobs = 0 (from {origin}); use a positive number of workers or -1 for all cores")
-    if key == "seed" and value < 0:
-        raise SettingsError(f"seed = {value} (from {origin}); a seed must be >= 0")
+    if key == "n_jobs" and not (value >= 1 or value == -1):
+        raise SettingsError(f"n_jobs = {value} (from {origin}); use a positive number of workers or -1 for all cores")
+    if key == "seed" and not 0 <= value < 2**32:
+        raise SettingsError(f"seed = {value} (from {origin}); a seed must be an integer in [0, 2**32)")
     if key == "cache_size" and not (0 < value < float("inf")):
         raise SettingsError(f"cache_size = {value!r} (from {origin}); give a number of MB > 0")
     if key == "scheduler" and not _SCHEDULER_RE.match(value):

@@ -152,7 +152,10 @@ def _decode_download(raw: Path, spec: CanonicalFile, out: Path):
 def download(spec: CanonicalFile, cache_dir: Path, timeout: float = 60.0) -> Path:
     "Fetch `spec` from its URL into `cache_dir/<dataset>/<file>`, verified; on any failure the cache is left as it was."
     target = cache_dir / spec.dataset / spec.file
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    try: cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DatasetUnavailable(f"the data home {cache_dir} (data_home in settings.ini, or KLRLAB_DATA_HOME) cannot "
+                                 f"hold a download: {e.strerror or e}") from None
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".partial-") as tmp:
         raw, decoded = Path(tmp) / "download", Path(tmp) / spec.file
         try:
@@ -373,6 +376,8 @@ class DatasetSpec:
     realisations: tuple = ()           # Rätsch sets: the realisation numbers available
     default_split: object = None
     notes: str = ""
+    fallback: str = ""                 # without its files: 'generated' (the same data, made here) or 'bundled'
+                                       # (scikit-learn's copy of the same data)
 
 REGISTRY: dict = {}
 
@@ -441,7 +446,8 @@ _uci("spambase", "Spambase", {"000": "4597×57"}, "spambase", "spambase.data", "
            "documentation does not say which). We use the canonical UCI file.")
 _uci("wisconsin", "Breast cancer Wisconsin (diagnostic)", {"000": "569×30"}, "wdbc", "wdbc.data", "M", 569, 30,
      "+1: 212, -1: 357", "UCI id 17", "+1 = M (malignant)", label_col=1, drop_cols=(0,),
-     notes="Without the file, scikit-learn's bundled copy of the same data (load_breast_cancer) is used and recorded.")
+     notes="Without the file, scikit-learn's bundled copy of the same data (load_breast_cancer) is used and recorded.",
+     fallback="bundled")
 _uci("wbc", "Breast cancer Wisconsin (original)", {"004": "350×9 (training subset)"}, "breast-cancer-wisconsin",
      "breast-cancer-wisconsin.data", "4", 683, 9, "+1: 239, -1: 444", "UCI id 15", "+1 = 4 (malignant)",
      drop_cols=(0,), notes="16 of the 699 rows have a missing value ('?') and are dropped, leaving 683.")
@@ -503,9 +509,13 @@ _uci("shuttle", "Statlog shuttle", {"002": "43500/14500×9, 7 classes"}, "shuttl
 # %% ../nbs/02_datasets.ipynb #77acbb9e
 def _monks_loader(problem):
     def load(fetch, seed, split):
-        X, labels = read_delimited(fetch("monks", f"monks-{problem}.test"), label_col=0, sep=None, drop_cols=(7,))
-        y = binary_labels(labels, "1")
         grid, rule = make_monks(problem)
+        try: path = fetch("monks", f"monks-{problem}.test")
+        except DatasetUnavailable:      # the file is this grid (checked below whenever it is here): generate it
+            return Bunch(X=grid, y=rule, notes="generated: the 432-point grid labelled by the published rule, "
+                                                "which UCI's monks-k.test is")
+        X, labels = read_delimited(path, label_col=0, sep=None, drop_cols=(7,))
+        y = binary_labels(labels, "1")
         if not (np.array_equal(X, grid) and np.array_equal(y, rule)):
             raise DatasetError(f"monks-{problem}.test is not the 432-point grid labelled by the MONK-{problem} rule")
         return Bunch(X=X, y=y, notes="checked: equals the 432-point grid labelled by the published rule")
@@ -527,6 +537,7 @@ for _k, _bal in [(1, "+1: 216, -1: 216"), (2, "+1: 142, -1: 290"), (3, "+1: 228,
             f"+1 = the MONK-{_k} concept holds",
             "UCI id 70 (monks-k.test = the full grid)",
             UCI_LICENCE,
+            fallback="generated",
         )
     )
 
@@ -822,9 +833,10 @@ def _raetsch_files(set_name, k):
 
 def _raetsch_loader(set_name):
     def load(fetch, seed, split):
-        X, y, Xt, yt = (read_numbers(fetch(*f)) for f in _raetsch_files(set_name, split))
+        k = split if isinstance(split, int) else 1      # 'all' or a fraction: realisation 1, pooled, then split
+        X, y, Xt, yt = (read_numbers(fetch(*f)) for f in _raetsch_files(set_name, k))
         return Bunch(X=X, y=binary_labels(y.ravel(), 1.0), X_test=Xt, y_test=binary_labels(yt.ravel(), 1.0),
-                     notes=f"Rätsch realisation {split}")
+                     notes=f"Rätsch realisation {k}")
     return load
 
 def _raetsch(name, set_name, title, papers, n, n_test, p, balance, notes=""):
@@ -1220,7 +1232,7 @@ def _check_split(spec: DatasetSpec, split):
                 f"split={split}: {spec.name} has realisations {spec.realisations[0]}..{spec.realisations[-1]} here"
             )
         return int(split)
-    if isinstance(split, float) and 0 < split < 1: return split
+    if isinstance(split, (float, np.floating)) and 0 < split < 1: return float(split)
     raise DatasetError(f"split={split!r}; a test fraction must lie strictly between 0 and 1")
 
 def _apply_split(data: Bunch, split, seed: int) -> tuple:
@@ -1231,7 +1243,10 @@ def _apply_split(data: Bunch, split, seed: int) -> tuple:
     if split == "all" or isinstance(split, float):
         if Xt is not None: X, y = np.vstack([X, Xt]), np.concatenate([y, yt])
         if split == "all": return X, y, None, None, "all points pooled (no test part)"
-        X, Xt, y, yt = train_test_split(X, y, test_size=split, random_state=seed, stratify=y)
+        try: X, Xt, y, yt = train_test_split(X, y, test_size=split, random_state=seed, stratify=y)
+        except ValueError as e:             # too few points on one side for a stratified split
+            raise DatasetError(f"split={split:g} leaves too few points for a stratified split of {len(y)} points: "
+                               f"{e}") from None
         return X, y, Xt, yt, f"stratified hold-out: {split:g} of all points as test (seed {seed})"
     if isinstance(split, int):
         return X, y, Xt, yt, f"Rätsch realisation {split}"
@@ -1254,8 +1269,8 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
          allow_download: bool = True, settings=None) -> Bunch:
     "Load dataset `name`: a Bunch with X, y, X_test/y_test (when there is a test part) and `meta` (provenance)."
     spec = get_spec(name)
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise DatasetError(f"seed={seed!r}; a seed must be an integer >= 0")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise DatasetError(f"seed={seed!r}; a seed must be an integer in [0, 2**32)")
     if scale is not None and scale not in SCALINGS:
         raise DatasetError(f"scale={scale!r}; accepted values: None, {', '.join(map(repr, SCALINGS))}")
     if spec.kind == "missing":
@@ -1315,12 +1330,13 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
 
 # %% ../nbs/02_datasets.ipynb #3136ce98
 def status(spec: DatasetSpec, settings=None) -> str:
-    "Where `spec` stands here: 'cached', 'mirror', 'generated', 'substitute' or 'missing' (no download, no checksum)."
+    """Where `spec` stands here: 'cached', 'mirror', 'generated', 'substitute' or 'missing' (no download, no checksum);
+    without its files, 'generated' or 'bundled' where the same data is made here or shipped by scikit-learn."""
     if spec.kind == "generated": return "generated"
     if spec.kind == "missing": return "missing"
     places = [locate(CANONICAL_FILES[f], settings) for f in spec.files]
     local = all(p != "missing" for p in places)
-    if not local: return "missing"
+    if not local: return spec.fallback or "missing"
     if spec.kind in ("substitute", "derived"): return "substitute"
     return "cached" if all(p == "cached" for p in places) else "mirror"
 

@@ -20,7 +20,7 @@ from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_X_y
+from sklearn.utils.validation import check_X_y, check_is_fitted
 
 from .base import BaseKernelClassifier
 from .bounds import SaturationWarning, saturated_class
@@ -183,6 +183,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
     @property
     def kkt_violation_(self):
         "The KKT violation m - M each problem stopped at (one per class for more than two classes)."
+        check_is_fitted(self)
         values = [r.certificate.value for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 

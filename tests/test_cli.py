@@ -186,3 +186,56 @@ def test_cli_bench_linear_family_times_sparse_svc_against_liblinear(tmp_path, ca
 def test_cli_bench_linear_family_refuses_an_rbf_kernel(capsys):
     assert main(["bench", "--family", "linear", "--kernel", "rbf", "--datasets", "a9a"]) == 2
     assert "kernel 'rbf'; accepted values: linear" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["repro", "consolo", "--datasets", ","], "--datasets ',' names nothing"),
+        (["repro", "keerthi", "--experiments", " , "], "--experiments ' , ' names nothing"),
+        (["bench", "--datasets", ",,"], "--datasets ',,' names nothing"),
+        (["repro", "all", "--configs", "nosuch"], "unknown config(s) nosuch"),
+        (["repro", "keerthi", "--datasets", "keerthi-gauss2d", "--configs", "linear"], "together the filters select"),
+        (["repro", "keerthi", "--store", "/proc/klrlab-store/x"], "--store '/proc/klrlab-store/x'"),
+    ],
+)
+def test_cli_filters_that_name_nothing_are_refused_before_any_work(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_repro_all_applies_experiment_and_config_filters_per_paper():
+    import argparse
+    from klrlab.cli import _repro_plan
+    args = argparse.Namespace(paper="all", profile="quick", datasets=None, experiments="table3", configs=None)
+    plan = _repro_plan(args)
+    assert plan and all(filters["experiments"] == ["table3"] for filters in plan.values())
+    assert "consolo" not in plan or "table3" in [e.name for e in __import__("klrlab.repro.harness", fromlist=["x"])
+                                                   .get_protocol("consolo").experiments]
+
+
+def test_cli_bench_with_one_question_prints_it_and_writes_strict_json(tmp_path, capsys):
+    argv = ["bench", "--datasets", "keerthi-gauss2d", "--questions", "fixed_C", "--C", "1", "--tol", "1e-3",
+            "--repeats", "1", "--no-memory", "--out", str(tmp_path), "--record", "one"]
+    assert main(argv) == 0
+    text = (tmp_path / "one.json").read_text()
+    refuse = lambda token: (_ for _ in ()).throw(ValueError(f"non-standard JSON token {token}"))
+    json.loads(text, parse_constant=refuse)                       # no NaN / Infinity tokens
+    out = capsys.readouterr().out
+    assert "(a) fixed C" in out and "(b) calibrated" not in out and str(tmp_path / "one.json") in out
+
+
+def test_data_fetch_says_what_has_no_file_and_fails_for_a_missing_set(capsys):
+    assert main(["data", "fetch", "twonorm", "--offline"]) == 0
+    assert "twonorm: generated, no file to fetch" in capsys.readouterr().out
+    assert main(["data", "fetch", "twonorm", "usps", "--offline"]) == 1
+    assert "usps: missing" in capsys.readouterr().out
+    assert main(["data", "fetch", "sonar", "--all"]) == 2
+
+
+def test_bench_checks_eps_and_an_empty_out_before_loading_anything(capsys):
+    assert main(["bench", "--family", "svm", "--datasets", "twonorm", "--eps", "-1"]) == 2
+    assert "eps = -1.0; accepted: a number > 0" in capsys.readouterr().err
+    assert main(["bench", "--datasets", "twonorm", "--out", ""]) == 2
+    assert "is empty; give a folder" in capsys.readouterr().err

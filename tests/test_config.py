@@ -59,8 +59,10 @@ def test_environment_wins(tmp_path):
     ("profile = fast\n", {}, r"profile = 'fast' \(from .*settings.ini\); accepted values: quick, paper"),
     ("", {"KLRLAB_PROFILE": "full"}, r"profile = 'full' \(from \$KLRLAB_PROFILE\)"),
     ("seed = x\n", {}, "seed = 'x'.*not an integer"),
-    ("seed = -3\n", {}, "seed = -3.*must be >= 0"),
+    ("seed = -3\n", {}, r"seed = -3.*must be an integer in \[0, 2\*\*32\)"),
+    ("", {"KLRLAB_SEED": "99999999999999"}, r"seed = 99999999999999 \(from \$KLRLAB_SEED\)"),
     ("n_jobs = 0\n", {}, "n_jobs = 0"),
+    ("", {"KLRLAB_N_JOBS": "-4"}, r"n_jobs = -4 \(from \$KLRLAB_N_JOBS\); use a positive number"),
     ("", {"KLRLAB_N_JOBS": "two"}, "n_jobs = 'two'"),
     ("scheduler = my cluster\n", {}, "scheduler = 'my cluster'.*tcp://"),
     ("data_home =\n", {}, "data_home is empty"),
@@ -104,3 +106,8 @@ def test_an_unreadable_settings_file_is_an_error_naming_it_not_skipped(tmp_path,
         find_settings_file(sub, env={})
     with pytest.raises(SettingsError, match="cannot be read"):
         load_settings(env={"KLRLAB_SETTINGS": str(sub / "settings.ini")})
+
+
+def test_another_tools_defaults_are_not_inherited(tmp_path):
+    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = other\n\n[klrlab]\nseed = 5\n")   # nbdev 2 style
+    assert load_settings(tmp_path / "settings.ini", env={}).seed == 5

@@ -505,7 +505,7 @@ def test_scalings_are_fitted_on_training_only():
 def test_available_lists_every_name_without_loading(tmp_path):
     table = available(settings_for(tmp_path))
     assert set(table.name) == set(REGISTRY)
-    assert set(table.status) <= {"cached", "mirror", "generated", "substitute", "missing"}
+    assert set(table.status) <= {"cached", "mirror", "generated", "bundled", "substitute", "missing"}
     assert table.set_index("name").loc["sonar", "status"] == "missing"       # no mirror, nothing cached
     assert table.set_index("name").loc["twonorm", "status"] == "generated"
     assert table.set_index("name").loc["hillvalley", "substitute"] == "hill-valley-like"
@@ -517,3 +517,50 @@ def test_fetch_reports_each_file(tmp_path):
     assert len(report) == 1 + 40 and (report.error == "").all() and set(report.origin) == {"mirror"}
     failed = fetch_datasets(["sonar"], settings=settings_for(tmp_path), allow_download=False)
     assert failed.error.iloc[0].startswith("sonar/sonar.all-data is not in the cache")
+
+
+# ---- found by an audit: splits, seeds, fallbacks, the data home --------------------------------------------------
+
+def test_monks_grids_are_generated_without_their_file_and_listed_so(tmp_path):
+    from klrlab.datasets import make_monks, status
+    settings = settings_for(tmp_path)                             # no mirror, no cache, no download
+    data = load("monk2", settings=settings, allow_download=False)
+    grid, rule = make_monks(2)
+    assert np.array_equal(data.X, grid) and np.array_equal(data.y, rule) and data.meta["files"] == []
+    assert status(REGISTRY["monk2"], settings) == "generated" and status(REGISTRY["wisconsin"], settings) == "bundled"
+    assert status(REGISTRY["sonar"], settings) == "missing"
+
+
+@needs_mirror
+def test_monks_file_is_the_generated_grid():
+    from klrlab.datasets import make_monks
+    for k in (1, 2, 3):
+        data = load(f"monk{k}", allow_download=False)
+        assert data.meta["files"] and np.array_equal(data.X, make_monks(k)[0])
+
+
+@needs_mirror
+@pytest.mark.parametrize("split", ["all", 0.3, np.float32(0.3)])
+def test_raetsch_sets_pool_realisation_1_for_all_and_fractions(split):
+    data = load("banana", split=split, allow_download=False)
+    total = len(data.y) + (len(data.y_test) if "y_test" in data else 0)
+    assert total == 5300 and "realisation 1" in data.meta["notes"]
+
+
+@pytest.mark.parametrize("split", [0.999, 0.001])
+def test_a_fraction_too_extreme_for_a_stratified_split_is_a_dataset_error(split):
+    with pytest.raises(DatasetError, match=f"split={split:g} leaves too few points"):
+        load("consolo-synth", split=split)             # 99 points
+
+
+def test_a_seed_beyond_32_bits_is_refused_by_load():
+    with pytest.raises(DatasetError, match=r"seed=4294967296; a seed must be an integer in \[0, 2\*\*32\)"):
+        load("twonorm", split=0.3, seed=2**32)
+
+
+def test_an_unusable_data_home_names_itself(tmp_path):
+    blocker = tmp_path / "a-file"; blocker.write_text("not a folder")
+    settings = Settings(data_home=blocker / "cache", mirrors=(), profile="quick", seed=0, n_jobs=1, scheduler="local",
+                        out_dir=tmp_path / "out")
+    with pytest.raises(DatasetUnavailable, match="KLRLAB_DATA_HOME"):
+        load("sonar", settings=settings)

@@ -11,10 +11,11 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS',
            'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS',
            'FEATURE_SCALING', 'FIXED_METHODS', 'CALIBRATED_COMPARISONS', 'CALIBRATED_PAIRS', 'LARGE_SETS',
-           'LARGE_METHODS', 'pin_one_thread', 'timed_runs', 'median_seconds', 'single_thread_median', 'timed_fit',
-           'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C', 'bench_calibrated',
-           'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table',
-           'calibrated_table', 'headline', 'read_bench_records', 'large_fit', 'bench_large', 'large_fit_table']
+           'LARGE_METHODS', 'pin_one_thread', 'strict_json', 'timed_runs', 'median_seconds', 'single_thread_median',
+           'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C',
+           'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench',
+           'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records', 'large_fit', 'bench_large',
+           'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -55,6 +56,18 @@ def _import_libsvm() -> bool:
     if importlib.util.find_spec("libsvm") is None: return False
     import libsvm.svmutil  # noqa: F401
     return True
+
+def _json_ready(value):
+    "A record's value as strict JSON holds it: NumPy values as Python ones, NaN and infinities as null."
+    if isinstance(value, dict): return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)): return [_json_ready(v) for v in value]
+    if isinstance(value, np.generic): value = value.item()
+    if isinstance(value, float) and not np.isfinite(value): return None
+    return value
+
+def strict_json(payload) -> str:
+    "The JSON text of a bench record: standard JSON (no NaN tokens, which most JSON readers refuse)."
+    return json.dumps(_json_ready(payload), indent=1, allow_nan=False)
 
 # %% ../../nbs/81_bench.ipynb #94aef330
 def timed_runs(fit: Callable, repeats: int = 3):
@@ -669,7 +682,7 @@ def _bench_data(name: str, family: str, seed: int, offline: bool):
     from klrlab.datasets import REGISTRY, load
     if family == "svm":
         from klrlab.repro.papers.frandi import load_frandi
-        return load_frandi(name, seed=seed, offline=offline)
+        return _with_test_part(load_frandi(name, seed=seed, offline=offline), seed)
     if family == "path":                              # standardised, as Ong et al.'s Tables II-III
         from klrlab.repro.papers.ong import load_ong
         return load_ong(name, seed=seed, offline=offline)
@@ -677,7 +690,7 @@ def _bench_data(name: str, family: str, seed: int, offline: bool):
         from types import SimpleNamespace
         from klrlab.repro.papers.zhou import EXAMPLE41, aim_data
         X, y, X_test, y_test = aim_data(name, LINEAR_EXAMPLE41_M if name == EXAMPLE41 else None, seed, offline)
-        return SimpleNamespace(X=X, y=y, X_test=X_test, y_test=y_test)
+        return _with_test_part(SimpleNamespace(X=X, y=y, X_test=X_test, y_test=y_test), seed)
     if name in SCALING_DATASETS:                      # own test files; a4a-a6a are derived from a9a's files
         return load(name, seed=seed, scale="minmax01", allow_substitute=True, allow_download=not offline)
     split = BENCH_DATASETS.get(name, 0.3)
@@ -688,6 +701,15 @@ def _bench_data(name: str, family: str, seed: int, offline: bool):
         scale=None if REGISTRY[name].kind == "generated" or split == 1 else "minmax01",
         allow_download=not offline,
     )
+
+def _with_test_part(data, seed: int):
+    """`data` with a test part: a set without its own test file is split as the klr family's default (30 %,
+    stratified, the seed's)."""
+    from types import SimpleNamespace
+    from sklearn.model_selection import train_test_split
+    if getattr(data, "X_test", None) is not None: return data
+    X, X_test, y, y_test = train_test_split(data.X, data.y, test_size=0.3, random_state=seed, stratify=data.y)
+    return SimpleNamespace(X=X, y=y, X_test=X_test, y_test=y_test)
 
 def _zhou_beta(name: str, m: int) -> float:
     "Table IV's beta of SparseSVC's first sparsity level (Zhou's `beta_of`)."
@@ -781,13 +803,15 @@ def bench(
     scaling = list(SCALING_DATASETS) if scaling == "all" else list(scaling or ())
     if scaling and family != "klr": raise ReproError(f"scaling = {scaling}; only the klr family has scaling sets")
     for n in names + scaling: _accepted("dataset", n, list(REGISTRY))
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < float("inf")):
+        raise ReproError(f"eps = {eps!r}; accepted: a number > 0 (the Frank-Wolfe methods' epsilon)")
     if repeats < 1 or calibrated_repeats < 1:
         raise ReproError(f"repeats = {repeats}, calibrated_repeats = {calibrated_repeats}; accepted: >= 1")
     _accepted("svc_tuning", svc_tuning, SVC_TUNINGS)
     grid = _as_list(grid, "grid")
     if record is not None and (not record or Path(record).name != record):
         raise ReproError(f"record = {record!r}; accepted: a file name without folders")
-    folder = check_out_dir(Path(out)) if out is not None else None
+    folder = check_out_dir(out) if out is not None else None
     threads = pin_one_thread()
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     records, skipped = [], []
@@ -821,7 +845,8 @@ def bench(
         payload = dict(environment=environment() | dict(load_average=load), parameters=parameters, records=records,
                        skipped=skipped)
         stem = record or f"bench-{family}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        _atomic_write_text(folder / f"{stem}.json", json.dumps(payload, indent=1, default=float))
+        _atomic_write_text(folder / f"{stem}.json", strict_json(payload))
+        frame.attrs["record"] = str(folder / f"{stem}.json")
     frame.attrs["skipped"] = skipped
     return frame
 
@@ -829,8 +854,9 @@ def bench(
 FIXED_METHODS = {"klr": "klrlab KLR", "svc": "sklearn SVC", "libsvm": "libsvm-official svm_train"}
 
 def _of_question(records, question: str) -> pd.DataFrame:
+    "The records of one question, with the table keys present even when the record has none of it."
     rows = [r for r in records if r.get("question") == question]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=None if rows else ["group", "dataset", "n_train", "C", "tol", "method"])
 
 def fixed_C_table(
     records,  # a record's rows (the JSON's "records", or bench's frame as records)
@@ -993,7 +1019,7 @@ def bench_large(
     if folder is not None:
         payload = dict(environment=environment(), parameters=dict(datasets=list(datasets), methods=list(LARGE_METHODS),
                        C=1.0, tol=1e-3, gamma="scale", feature_scaling=FEATURE_SCALING), records=records)
-        _atomic_write_text(folder / f"{record}.json", json.dumps(payload, indent=1, default=float))
+        _atomic_write_text(folder / f"{record}.json", strict_json(payload))
     return frame
 
 def large_fit_table(records) -> pd.DataFrame:

@@ -342,6 +342,8 @@ def check_out_dir(
     out,  # the output folder
 ) -> Path:
     "Create `out` if needed and make sure it is writable; a clear error otherwise."
+    if not str(out).strip():                 # Path('') would be the working directory
+        raise ReproError(f"output folder {str(out)!r} is empty; give a folder")
     out = Path(out).expanduser()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -370,6 +372,7 @@ def expand(
     configs=None,  # configuration names (None: all)
 ) -> list:  # (experiment, cells) per chain
     "The chains of a run: (experiment, cells) per dataset x fold x configuration, each over the profile's grid."
+    experiments = list(dict.fromkeys(experiments or ()))         # a name given twice runs once
     chosen = [protocol.experiment(n) for n in experiments] if experiments else list(protocol.experiments)
     known = sorted({c for exp in chosen for c in exp.configs})
     for config in configs or ():
@@ -386,6 +389,10 @@ def expand(
                     chains.append(
                         (exp, [Cell(protocol.paper, exp.name, name, str(fold), config, p, seed) for p in points])
                     )
+    if not chains:                  # each filter matched something, but not together
+        raise ReproError(f"no cell of {protocol.paper}'s {profile} profile has experiment in {experiments or 'all'}, "
+                         f"dataset in {list(datasets) if datasets else 'all'} and configuration in "
+                         f"{list(configs) if configs else 'all'}: together the filters select nothing")
     return chains
 
 def _availability(chains, offline: bool) -> dict:
@@ -540,7 +547,7 @@ def run(
         raise ReproError(f"n_jobs = {n_jobs!r}; accepted: a positive number of workers, or -1 for all cores")
     scheduler = settings.scheduler if scheduler is None else scheduler
     seed = settings.seed if seed is None else seed
-    folder = check_out_dir(Path(out if out is not None else settings.out_dir)) / protocol.paper
+    folder = check_out_dir(out if out is not None else settings.out_dir) / protocol.paper
     store = check_out_dir(folder / "cells")
     started, fingerprint = time.perf_counter(), code_fingerprint()
     chains = expand(protocol, profile, seed, experiments, datasets, configs)
@@ -555,7 +562,8 @@ def run(
     client, owned = _dask_client(scheduler) if scheduler not in (None, "local") else ("local", False)
     try:
         _run_stage(tuning, store, fingerprint, offline, n_jobs, client, records, result, protocol.paper, progress)
-        others = _at_tuned_points(others, records, profile)
+        others, untuned = _at_tuned_points(others, records, profile)
+        problems |= untuned
         _run_stage(others, store, fingerprint, offline, n_jobs, client, records, result, protocol.paper, progress)
     finally:
         if owned: client.close()
@@ -579,10 +587,10 @@ def _is_tuning(exp: Experiment, cell: Cell) -> bool:
     "Whether a cell belongs to its experiment's tuning stage."
     return exp.tune is not None and cell.fold in {str(f) for f in exp.tuning_folds}
 
-def _at_tuned_points(chains, records: dict, profile: str) -> list:
+def _at_tuned_points(chains, records: dict, profile: str) -> tuple:
     """The chains of experiments that tune, cut to the point their tuning chose for the chain's dataset (none when
-    the tuning chose none); other chains unchanged."""
-    kept, chosen = [], {}
+    the tuning chose none); other chains unchanged. Also {(experiment, dataset): why} where the tuning chose none."""
+    kept, chosen, untuned = [], {}, {}
     for exp, cells in chains:
         if exp.tune is None: kept.append((exp, cells)); continue
         if exp.name not in chosen:
@@ -591,7 +599,11 @@ def _at_tuned_points(chains, records: dict, profile: str) -> list:
             chosen[exp.name] = {d: canonical_params(p) for d, p in points.items()}
         at = [c for c in cells if chosen[exp.name].get(c.dataset) == c.params]
         if at: kept.append((exp, at))
-    return kept
+        elif cells[0].dataset not in chosen[exp.name]:
+            untuned[(exp.name, cells[0].dataset)] = (f"its tuning folds ({', '.join(map(str, exp.tuning_folds))}) "
+                                                     "chose no grid point: the configurations that tune did not run "
+                                                     "(a --configs filter without them?)")
+    return kept, untuned
 
 def _run_stage(chains, store, fingerprint, offline, n_jobs, client, records: dict, result, label, progress) -> None:
     "Compute (or reuse) every cell of `chains` into `records`, counting what was computed and reused in `result`."
@@ -615,7 +627,9 @@ def _write_outputs(protocol, result, runnable, records, profile, standing_in) ->
     for exp in protocol.experiments:
         mine = [records[c] for e, cells in runnable if e is exp for c in cells if c in records]
         stored = standing_in[standing_in.experiment == exp.name] if len(standing_in) else standing_in
-        if not mine and not len(stored): continue
+        if not len(stored) and not any(r["status"] == "done" for r in mine):   # nothing to summarise
+            if mine: _atomic_write_text(folder / f"{exp.name}_cells.csv", records_frame(mine).to_csv(index=False))
+            continue
         parts = ([records_frame(mine).assign(source="computed")] if mine else []) + ([stored] if len(stored) else [])
         cells = pd.concat(parts, ignore_index=True)
         stored_sets = set(stored.dataset) if len(stored) else set()

@@ -391,3 +391,10 @@ def test_stored_large_fit_record_has_both_methods_on_each_large_set():
     assert {(r["dataset"], r["method"]) for r in records} == {(s, m) for s in LARGE_SETS for m in ("klr", "svc")}
     assert all(r["converged"] and r["kkt_violation"] <= r["tol"] for r in records if r["method"] == "klr")
     assert len(large_fit_table(records)) == len(LARGE_SETS)
+
+
+@pytest.mark.parametrize("family", ["svm", "linear"])
+def test_a_set_without_a_test_file_gets_the_default_hold_out_in_every_family(family):
+    from klrlab.repro.bench import _bench_data
+    data = _bench_data("twonorm", family, 0, True)            # generated: no test part of its own
+    assert data.X_test is not None and len(data.y_test) == round(0.3 * (len(data.y) + len(data.y_test)))

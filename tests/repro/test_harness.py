@@ -331,3 +331,39 @@ def test_a_tuning_stage_runs_first_and_the_other_folds_only_at_the_chosen_point(
     assert dict(zip(result.tables["tuned"].dataset, result.tables["tuned"].ours)) == {"a": 2.0, "b": 4.0}
     again = run(Protocol("toy", "toy", (exp,)), profile="quick", out=tmp_path, n_jobs=1, progress=False)
     assert again.computed == 0 and again.reused == 12
+
+
+def test_a_tuning_that_chose_nothing_is_reported_not_a_crash(tmp_path):
+    import numpy as np
+    from klrlab.repro.harness import Experiment, Protocol, SkipPoint, run
+
+    def point(data, cell, state):
+        if cell.fold == "val" and cell.config != "tuner": raise SkipPoint("only the tuner validates")
+        return {"score": float(cell.point["C"])}, None
+
+    def tune(cells, profile):
+        done = cells[cells.status == "done"]
+        return {d: {"C": float(part.C.max())} for d, part in done.groupby("dataset")}
+
+    def summary(cells, profile):                 # needs the metric: would fail on skipped cells alone
+        return cells[["dataset", "score"]].rename(columns={"score": "value"}).assign(metric="score")
+
+    exp = Experiment("tuned", "toy", ["a"], ["tuner", "other"], [{"C": 1.0}, {"C": 2.0}], point, summary,
+                     folds=["val", "test"], load=lambda name, seed=0, offline=False: np.arange(3.0), tune=tune)
+    result = run(Protocol("toy", "toy", (exp,)), profile="quick", out=tmp_path, n_jobs=1, progress=False,
+                 configs=["other"])
+    assert "tuned" not in result.tables and (tmp_path / "toy" / "tuned_cells.csv").is_file()
+    assert result.skipped.reason.str.contains("chose no grid point").all() and len(result.skipped) == 1
+
+
+def test_a_name_given_twice_runs_once_and_filters_that_select_nothing_are_refused():
+    from klrlab.repro.harness import Experiment, Protocol, ReproError, expand
+    point = lambda data, cell, state: ({"score": 1.0}, None)
+    summary = lambda cells, profile: cells
+    grid = [{"C": 1.0}, {"C": 2.0}]
+    toy = Protocol("toy", "toy", (Experiment("one", "toy", ["a"], ["x"], grid, point, summary),
+                                  Experiment("two", "toy", ["b"], ["y"], grid, point, summary)))
+    once = expand(toy, "quick", 0, experiments=["one"])
+    assert len(once) == 1 and expand(toy, "quick", 0, experiments=["one", "one"]) == once
+    with pytest.raises(ReproError, match="together the filters select nothing"):
+        expand(toy, "quick", 0, datasets=["b"], configs=["x"])          # each matches something, together nothing

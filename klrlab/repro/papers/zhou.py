@@ -58,8 +58,8 @@ def load_zhou(name, seed=0, offline=False):
     if name == EXAMPLE41: return Bunch(meta=dict(name=name, kind="generated"))
     data = load(name, seed=seed, split=HOLDOUT if name in NO_TEST_FILE else None, allow_substitute=name in DERIVED,
                 allow_download=not offline)
-    X, X_test = max_abs_scale(data.X, data.X_test)
-    return Bunch(X=X, y=data.y, X_test=X_test, y_test=data.y_test, meta=data.meta)
+    X, X_test = max_abs_scale(data.X, data.get("X_test"))     # a set without a test file has none
+    return Bunch(X=X, y=data.y, X_test=X_test, y_test=data.get("y_test"), meta=data.meta)
 
 # %% ../../../nbs/93_repro_zhou.ipynb #234509d1
 def make_model(config: str, beta: float):
