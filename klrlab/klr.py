@@ -384,12 +384,12 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         self.degree, self.coef0, self.tol, self.max_iter, self.cache_size = degree, coef0, tol, max_iter, cache_size
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        "Cross-validate every C of the grid, then fit at the best one on all of `X`, `y`."
+    def fit(self, X, y, groups=None):
+        "Cross-validate every C of the grid, then fit at the best one on all of `X`, `y` (`groups`: for group splitters)."
         X_checked, y_checked = self._prepare(X, y)
         self.Cs_ = _c_grid(self.Cs)
         matrix_cache = self._matrix_cache(X_checked)
-        self.scores_, fold_alphas = self._cross_validate(X_checked, y_checked, matrix_cache)
+        self.scores_, fold_alphas = self._cross_validate(X_checked, y_checked, matrix_cache, groups)
         mean = self.scores_.mean(axis=0)
         best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
         self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
@@ -403,25 +403,25 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         if self.kernel == "precomputed" or matrix_megabytes(len(X)) >= megabytes: return None
         return self._kernel.cache(X, megabytes)
 
-    def _fold_kernels(self, X, splitter, y, matrix_cache):
+    def _fold_kernels(self, X, splitter, y, matrix_cache, groups=None):
         "Per fold: the training block's cache and the held-out block, from one kernel matrix when there is one."
         full = X if self.kernel == "precomputed" else None if matrix_cache is None else matrix_cache.matrix()
         megabytes = self._cache_megabytes()
-        for train, test in splitter.split(X, y):
+        for train, test in splitter.split(X, y, groups):
             if full is not None:   # one gather per block: about half the time of take by rows, then by columns
                 training_block = KernelCache(take_block(full, train, train), "precomputed")
                 yield train, test, training_block, take_block(full, test, train)
             else:
                 yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
 
-    def _cross_validate(self, X, y, matrix_cache) -> tuple:
+    def _cross_validate(self, X, y, matrix_cache, groups=None) -> tuple:
         """Held-out scores, one row per fold and one column per C; and per C and problem each point's alpha averaged
         over the folds that trained on it (0 where none did), the refit's start."""
         splitter = check_cv(self.cv, y, classifier=True)
         problems = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
         scores = []
         alpha_sums, trained = np.zeros((len(self.Cs_), len(problems), len(y))), np.zeros(len(y))
-        for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y, matrix_cache)):
+        for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y, matrix_cache, groups)):
             if len(np.unique(y[train])) < 2:
                 raise ValueError(f"cv: fold {fold} trains on one class only; use fewer folds or stratified ones")
             if len(missing := np.setdiff1d(self.classes_, y[train])):   # its one-vs-rest problem has no optimum

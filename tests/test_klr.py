@@ -735,3 +735,19 @@ def test_overflowing_variance_and_an_infeasible_bound_are_explained():
             KernelLogisticRegression().fit(X * 1e200, y)
     with pytest.raises(ValueError, match="bound_eps"):
         KernelLogisticRegression(C=1000, bound_eps=0.3).fit(X, np.r_[np.ones(10), np.zeros(30)].astype(int))
+
+
+def test_cv_takes_groups_for_a_group_splitter():
+    from sklearn.model_selection import GroupKFold
+    from klrlab import KernelLogisticRegressionCV
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(90, 2)); y = (X[:, 0] + 0.5 * rng.normal(size=90) > 0).astype(int)
+    groups = np.repeat(np.arange(9), 10)
+    ours = KernelLogisticRegressionCV(Cs=[0.1, 10.0], cv=GroupKFold(3), gamma=0.5, tol=1e-8).fit(X, y, groups=groups)
+    for fold, (train, test) in enumerate(GroupKFold(3).split(X, y, groups)):
+        for c, C in enumerate([0.1, 10.0]):
+            model = KernelLogisticRegression(C=C, gamma=0.5, tol=1e-8).fit(X[train], y[train])
+            log_p = model.predict_log_proba(X[test])[np.arange(len(test)), y[test]]
+            assert abs(ours.scores_[fold, c] - log_p.mean()) < 1e-6
+    with pytest.raises(ValueError, match="groups"):
+        KernelLogisticRegressionCV(Cs=[1.0], cv=GroupKFold(3)).fit(X, y)
