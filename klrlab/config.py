@@ -167,7 +167,7 @@ def _file_stamp(path: Path | None):
     except OSError: return None
 
 def current_settings() -> Settings:
-    "`load_settings()`, remembered per working directory and KLRLAB_* variables until its file changes."
+    "`load_settings()`, remembered per working directory and `KLRLAB_*` variables until its file changes."
     key = (os.getcwd(), tuple(os.environ.get(var) for var in _SETTING_VARIABLES))
     if (hit := _REMEMBERED.get(key)) is not None and _file_stamp(hit[0].source) == hit[1]: return hit[0]
     settings = load_settings()

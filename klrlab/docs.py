@@ -43,7 +43,7 @@ def page_name(notebook: Path | str) -> str:
     return re.sub(r"^\d+[a-zA-Z0-9]*_", "", name).rsplit(".", 1)[0] + ".html"
 
 def doc_notebooks(nbs_path: Path) -> list:
-    "The notebooks that become pages: every *.ipynb under `nbs_path` outside `_*` and `.*` files and folders."
+    "The notebooks that become pages: every `*.ipynb` under `nbs_path` outside `_*` and `.*` files and folders."
     nbs_path = Path(nbs_path)
     return sorted(p for p in nbs_path.rglob("*.ipynb")
                   if not any(part.startswith(("_", ".")) for part in p.relative_to(nbs_path).parts))
@@ -540,7 +540,7 @@ def _literal_text(source: str) -> str:
                     for part in n.values if isinstance(part, ast.Constant))
 
 def notebook_prose(notebook: Path | str) -> list:
-    "(cell index, text) for each markdown cell and each cell that renders Markdown (`Markdown(`) in `notebook`."
+    "(cell index, text) for each markdown cell and each cell that renders Markdown (a call of `Markdown`) in `notebook`."
     cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
     out = []
     for i, cell in enumerate(cells):

@@ -219,5 +219,6 @@ def meb_relative_gap(
     R: float,  # alpha' Q alpha
     delta2: float,  # the constant Delta^2
 ) -> float:  # 2 (R - min_i s_i) / (Delta^2 - R)
-    "The Frank-Wolfe gap of g = Delta^2 - alpha' Q alpha relative to g: at most tol certifies (1 - tol) g* <= g."
-    return 2.0 * (R - float(np.min(s))) / (delta2 - R)
+    "The Frank-Wolfe gap of g = Delta^2 - alpha' Q alpha relative to g: at most tol certifies (1 - tol) g_opt <= g."
+    g = delta2 - R
+    return 2.0 * (R - float(np.min(s))) / g if g > 0 else float("inf")    # g <= 0: no ball, nothing certified
