@@ -341,8 +341,8 @@ def _c_grid(Cs) -> np.ndarray:
     "The C grid, increasing: `Cs` values from 1e-2 to 1e3 on a log scale, or the positive numbers given."
     if isinstance(Cs, Integral) and not isinstance(Cs, bool):
         return np.logspace(-2, 3, int(Cs))
-    grid = np.asarray(Cs, dtype=np.float64) if not isinstance(Cs, bool) else np.array([])
-    if grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+    grid = np.asarray(Cs, dtype=np.float64)
+    if isinstance(Cs, bool) or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"Cs={Cs!r}; give the number of grid points (>= 1) or positive finite C values")
     return np.unique(grid)
 
@@ -385,7 +385,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
-        "Cross-validate every C of the grid, then fit at the best one on all of `X`, `y` (`groups`: for group splitters)."
+        "Cross-validate every C of the grid (`groups`: for group splitters), then fit at the best one on all of X, y."
         X_checked, y_checked = self._prepare(X, y)
         self.Cs_ = _c_grid(self.Cs)
         matrix_cache = self._matrix_cache(X_checked)
@@ -425,8 +425,8 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
             if len(np.unique(y[train])) < 2:
                 raise ValueError(f"cv: fold {fold} trains on one class only; use fewer folds or stratified ones")
             if len(missing := np.setdiff1d(self.classes_, y[train])):   # its one-vs-rest problem has no optimum
-                raise ValueError(f"cv: fold {fold} trains without class(es) {missing.tolist()}; every fold must train on "
-                                 "every class: use fewer folds, or stratified ones")
+                raise ValueError(f"cv: fold {fold} trains without class(es) {missing.tolist()}; every fold must train "
+                                 "on every class: use fewer folds, or stratified ones")
             trained[train] += 1
             decisions = np.empty((len(self.Cs_), len(test), len(problems)))
             for k, positive in enumerate(problems):

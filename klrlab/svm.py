@@ -146,9 +146,6 @@ class SparseSVC(BaseKernelClassifier):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         "Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`."
-        if self.s == 1 and not self.tune_s:          # y_T' alpha_T = 0 over one point forces alpha_T = 0
-            raise ValueError("s=1 with tune_s=False: a working set of one point can only hold alpha = 0; give s >= 2 "
-                             "(or tune_s=True, which grows s)")
         self._fit(X, y)
         if self.kernel == "linear":
             self.coef_ = np.array([r.info["w"] for r in self.solver_results_])
@@ -356,8 +353,8 @@ def cv_path(
     edges = np.unique(np.concatenate(roots))[::-1]               # decreasing lambda: increasing C
     reached = max(lam[-1] for lam, _, _ in folds)                # a fold's path may stop early (max_breakpoints)
     if reached > estimator.lambda_min * (1 + 1e-12):
-        warnings.warn(f"cv_path: a fold's path stopped at lambda={reached:g}: the curve covers C up to {1 / reached:g}, "
-                      f"not {1 / estimator.lambda_min:g}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"cv_path: a fold's path stopped at lambda={reached:g}: the curve covers C up to "
+                      f"{1 / reached:g}, not {1 / estimator.lambda_min:g}", ConvergenceWarning, stacklevel=2)
     edges = edges[(edges <= estimator.lambda_max) & (edges >= reached)]
     middles = np.sqrt(edges[:-1] * edges[1:])
     error = np.mean([((interpolate_at(lam, g.T, middles).T > 0) != positive[:, None]).mean(0)

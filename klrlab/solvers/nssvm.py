@@ -264,7 +264,7 @@ def _is_number(value, low: float, high: float = np.inf) -> bool:
     "A finite real (not a bool) in (low, high]."
     return not isinstance(value, bool) and isinstance(value, Real) and np.isfinite(value) and low < value <= high
 
-def _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max_increases) -> tuple:
+def _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max_increases, tune_s) -> tuple:
     "(C, c) with c's default filled in, or a ValueError naming the parameter that is wrong."
     if not _is_number(C, 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
     c = C / 100 if c is None else c
@@ -273,6 +273,9 @@ def _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max
                          "symmetric squared loss)")
     if isinstance(s, bool) or not isinstance(s, Integral) or not 1 <= s <= m:
         raise ValueError(f"s={s!r}; the sparsity level must be an integer in [1, m] = [1, {m}]")
+    if s == 1 and not tune_s:                       # y_T' alpha_T = 0 over one point forces alpha_T = 0
+        raise ValueError("s=1 with tune_s=False: a working set of one point can only hold alpha = 0; give s >= 2 "
+                         "(or tune_s=True, which grows s)")
     if not _is_number(eta, 0): raise ValueError(f"eta={eta!r}; it must be a finite number > 0")
     if jacobian not in JACOBIANS:
         raise ValueError(f"jacobian={jacobian!r}; accepted values: {', '.join(map(repr, JACOBIANS))}")
@@ -406,7 +409,7 @@ def solve_nssvm(
     s = sparsity_level(m, n, beta) if s is None else s
     eta = (min(1.0 / m, 1e-4) if reference_heuristics else 1.0 / m) if eta is None else eta
     tol = default_tolerance(m, n) if tol is None else tol
-    C, c = _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max_increases)
+    C, c = _check_parameters(m, C, c, s, eta, jacobian, init, max_iter, tol, sigma, max_increases, tune_s)
     guard = bool(safeguards) and not reference_heuristics
     settings = _Settings(C, c, jacobian, max_iter, tol, bool(tune_s), sigma, max_increases, guard)
     if reference_heuristics and b0 is None: b0 = 1.0 if y.sum() >= 0 else -1.0         # the code's tie: +1

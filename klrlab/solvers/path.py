@@ -268,7 +268,8 @@ def _rounding_floor(cache, C: float) -> float:
     """The smallest KKT violation SMO can certify at C: the gradient sum_j Q_ij alpha_j - 1 (alpha <= C) carries
     rounding of about sqrt(n) eps C max_i K_ii, which reaches the fixed tolerances only for a kernel of large scale
     (a polynomial kernel on features of size 100: entries near 1e12)."""
-    return float(np.sqrt(len(cache.diagonal)) * np.finfo(np.float64).eps * C * np.max(cache.diagonal))
+    diagonal = cache.diagonal                       # a copy: read once
+    return float(np.sqrt(len(diagonal)) * np.finfo(np.float64).eps * C * diagonal.max())
 
 def initial_alpha_hat(
     y,  # labels in {-1, +1}
