@@ -301,3 +301,23 @@ def test_row_exponential_within_two_ulps_and_libm_at_the_edges(body):
 def test_vector_exp_refuses_an_unknown_build():
     with pytest.raises(ValueError, match="body='sse9'"):
         vector_exp(np.zeros(3), "sse9")
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e7])
+def test_rbf_far_from_the_origin_keeps_its_digits(offset):
+    # distances from the differences themselves: the exact values the expansion must reach after its shift
+    train, test = RNG.normal(size=(25, 3)) + offset, RNG.normal(size=(7, 3)) + offset
+    exact = lambda P, Q: np.exp(-0.4 * ((P[:, None, :] - Q[None, :, :]) ** 2).sum(-1))
+    kernel = Kernel("rbf", gamma=0.4)
+    np.testing.assert_allclose(kernel(test, train), exact(test, train), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(kernel(train), exact(train, train), rtol=0, atol=1e-12)
+    cache = kernel.cache(train)
+    np.testing.assert_allclose(cache.get_rows(np.arange(25)), exact(train, train), rtol=0, atol=1e-12)
+    cache.fill()
+    np.testing.assert_allclose(cache.matrix(), exact(train, train), rtol=0, atol=1e-12)
+
+
+def test_scaled_data_is_not_shifted():
+    # the shift only acts where the expansion would lose digits: scaled data keeps its bits
+    unit = np.random.default_rng(3).random((40, 5))
+    assert np.array_equal(rbf_kernel(unit, gamma=0.5), pairwise.rbf_kernel(unit, gamma=0.5))

@@ -751,3 +751,13 @@ def test_cv_takes_groups_for_a_group_splitter():
             assert abs(ours.scores_[fold, c] - log_p.mean()) < 1e-6
     with pytest.raises(ValueError, match="groups"):
         KernelLogisticRegressionCV(Cs=[1.0], cv=GroupKFold(3)).fit(X, y)
+
+
+def test_an_offset_does_not_change_the_rbf_model():
+    # the Gaussian kernel sees only differences: features offset by 1e7 must give the same fit
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(80, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=80) > 0, 1, -1)
+    near = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X, y)
+    far = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X + 1e7, y)
+    np.testing.assert_allclose(far.decision_function(X[:20] + 1e7), near.decision_function(X[:20]), atol=1e-6)
