@@ -77,7 +77,7 @@ def random_lambdas(n: int, seed: int, low: float = LAMBDA_MIN, high: float = LAM
     return np.exp(np.random.default_rng(seed).uniform(np.log(low), np.log(high), n))
 
 LIBSVM_TOL = 1e-8                  # the oracle's tolerance (LIBSVM's default is 1e-3)
-LIBSVM_MAX_ITER = 10_000_000       # one oracle fit's cap: Monk's linear fits at C = 1e3 need about 5e7 steps
+LIBSVM_MAX_ITER = 10_000_000       # one oracle fit's cap: Monk's linear fits at C = 1e3 took about 5e7 steps in an earlier, unstored run
 _libsvm_costs: dict = {}           # (data, C) -> (cost, converged): the runs with and without the check share fits
 
 def svm_dual_value(K, y, coef) -> float:
