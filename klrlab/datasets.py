@@ -7,12 +7,12 @@ Docs: https://klrlab.github.io/klrlab/datasets.html.md"""
 # %% auto #0
 __all__ = ['REGISTRY_DIR', 'CANONICAL_FILES', 'MONK_VALUES', 'REGISTRY', 'UCI_LICENCE', 'LIBSVM_LICENCE', 'SYNTHETIC',
            'ADULT_SIZES', 'WEB_SIZES', 'LARGE_MISSING', 'SCALINGS', 'DatasetError', 'ChecksumError',
-           'DatasetUnavailable', 'CanonicalFile', 'sha256_of', 'verify', 'uncompress_z', 'download', 'resolve',
-           'locate', 'read_delimited', 'read_libsvm', 'read_numbers', 'binary_labels', 'class_labels', 'make_twonorm',
-           'make_ringnorm', 'make_waveform', 'monk_label', 'make_monks', 'make_keerthi_gaussians',
-           'make_zhou_example41', 'bayes_accuracy_zhou_example41', 'bayes_error_keerthi', 'bayes_error_ringnorm',
-           'DatasetSpec', 'register', 'make_hill_valley_like', 'get_spec', 'scale_features', 'load', 'status',
-           'available', 'fetch_datasets']
+           'CorruptedCopyWarning', 'DatasetUnavailable', 'CanonicalFile', 'sha256_of', 'verify', 'uncompress_z',
+           'download', 'resolve', 'locate', 'read_delimited', 'read_libsvm', 'read_numbers', 'binary_labels',
+           'class_labels', 'make_twonorm', 'make_ringnorm', 'make_waveform', 'monk_label', 'make_monks',
+           'make_keerthi_gaussians', 'make_zhou_example41', 'bayes_accuracy_zhou_example41', 'bayes_error_keerthi',
+           'bayes_error_ringnorm', 'DatasetSpec', 'register', 'make_hill_valley_like', 'get_spec', 'scale_features',
+           'load', 'status', 'available', 'fetch_datasets']
 
 # %% ../nbs/02_datasets.ipynb #0754d26f
 import bz2
@@ -28,6 +28,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass, field
 from itertools import product
 from numbers import Integral
@@ -52,6 +53,9 @@ class DatasetError(ValueError):
 
 class ChecksumError(DatasetError):
     "A file's sha256 differs from the canonical one (a corrupted or different file); nothing was cached."
+
+class CorruptedCopyWarning(UserWarning):
+    "A mirror's copy of a file failed its checksum and was passed over for another source."
 
 class DatasetUnavailable(DatasetError):
     "No source could provide the dataset's files (not cached, not in a mirror, download impossible)."
@@ -175,25 +179,41 @@ def download(spec: CanonicalFile, cache_dir: Path, timeout: float = 60.0) -> Pat
     return target
 
 # %% ../nbs/02_datasets.ipynb #4ed80ed8
+def _skipped_warning(corrupted: list, used: str):
+    "Warn that corrupted copies were passed over for the verified file from `used`."
+    if corrupted:
+        warnings.warn(f"{len(corrupted)} corrupted copy(ies) skipped, the file came from {used}: "
+                      + " | ".join(map(str, corrupted)), CorruptedCopyWarning, stacklevel=3)
+
 def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> tuple:
-    "Find `spec`'s verified file: the cache, then each mirror, then its URL. Returns (path, origin)."
+    """Find `spec`'s verified file: the cache, then each mirror, then its URL. Returns (path, origin). A corrupted
+    mirror copy is passed over with a `CorruptedCopyWarning`; if no source has a good copy, its `ChecksumError` is
+    raised."""
     settings = settings or load_settings()
     cached = settings.data_home / spec.dataset / spec.file
     if cached.is_file():
         return verify(cached, spec, "cached"), "cache"
+    corrupted = []
     for mirror in settings.mirrors:
         candidate = Path(mirror) / spec.dataset / spec.file
-        if candidate.is_file():
-            return verify(candidate, spec, "mirror"), "mirror"
+        if not candidate.is_file(): continue
+        try: path = verify(candidate, spec, "mirror")
+        except ChecksumError as e: corrupted.append(e); continue
+        _skipped_warning(corrupted, f"the mirror {mirror}")
+        return path, "mirror"
+    if corrupted and not allow_download: raise corrupted[0]
     if not allow_download:
         raise DatasetUnavailable(f"{spec.dataset}/{spec.file} is not in the cache ({settings.data_home}) "
                                  f"or any mirror ({', '.join(map(str, settings.mirrors)) or 'none configured'})")
     try:
-        return download(spec, settings.data_home), "download"
+        path = download(spec, settings.data_home)
     except DatasetUnavailable as e:
+        if corrupted: raise ChecksumError(f"{corrupted[0]} No other source has a good copy: {e}") from None
         raise DatasetUnavailable(f"{spec.dataset}/{spec.file} is not in the cache ({settings.data_home}) or any mirror "
                                  f"({', '.join(map(str, settings.mirrors)) or 'none configured'}), and {e}. "
                                  "Set KLRLAB_MIRROR to a folder holding it, or connect to the network.") from None
+    _skipped_warning(corrupted, "its URL")
+    return path, "download"
 
 def locate(spec: CanonicalFile, settings=None) -> str:
     "Where `spec` would come from without downloading: 'cached', 'mirror' or 'missing' (checksums not checked)."

@@ -16,8 +16,9 @@ from scipy.stats import norm
 
 from klrlab.config import Settings, load_settings
 from klrlab import datasets as ds
-from klrlab.datasets import (CANONICAL_FILES, REGISTRY, CanonicalFile, ChecksumError, DatasetError, DatasetUnavailable,
-                             available, download, fetch_datasets, load, resolve, scale_features, uncompress_z)
+from klrlab.datasets import (CANONICAL_FILES, REGISTRY, CanonicalFile, ChecksumError, CorruptedCopyWarning, DatasetError,
+                             DatasetUnavailable, available, download, fetch_datasets, load, resolve, scale_features,
+                             uncompress_z)
 
 MIRROR = load_settings().mirrors
 HAVE_MIRROR = bool(MIRROR) and all(Path(m).is_dir() for m in MIRROR)
@@ -401,7 +402,34 @@ def test_corrupted_mirror_file_raises_and_caches_nothing(tmp_path):
     (tmp_path / "mirror" / "sonar" / "sonar.all-data").write_bytes(bytes(raw))
     settings = settings_for(tmp_path, [tmp_path / "mirror"])
     with pytest.raises(ChecksumError, match="mirror file .* has sha256"):
-        load("sonar", settings=settings)
+        load("sonar", settings=settings, allow_download=False)
+    assert _cache_files(tmp_path / "cache") == []
+
+
+def _corrupted_mirror(tmp_path):
+    "A mirror folder holding sonar with one byte flipped."
+    raw = bytearray((Path(MIRROR[0]) / "sonar" / "sonar.all-data").read_bytes()); raw[1234] ^= 0x01
+    (tmp_path / "bad" / "sonar").mkdir(parents=True)
+    (tmp_path / "bad" / "sonar" / "sonar.all-data").write_bytes(bytes(raw))
+    return tmp_path / "bad"
+
+
+@needs_mirror
+def test_a_corrupted_mirror_copy_is_passed_over_for_the_next_mirror(tmp_path):
+    settings = settings_for(tmp_path, [_corrupted_mirror(tmp_path), MIRROR[0]])
+    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy"):
+        path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
+    assert origin == "mirror" and Path(path) == Path(MIRROR[0]) / "sonar" / "sonar.all-data"
+
+
+@needs_mirror
+def test_a_corrupted_copy_with_no_good_source_raises_its_checksum_error(tmp_path, monkeypatch):
+    def no_network(spec, cache_dir, timeout=60.0):
+        raise DatasetUnavailable("could not download: no network")
+    monkeypatch.setattr(ds, "download", no_network)
+    settings = settings_for(tmp_path, [_corrupted_mirror(tmp_path)])
+    with pytest.raises(ChecksumError, match="mirror file .* has sha256.*No other source has a good copy: could not"):
+        resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings)
     assert _cache_files(tmp_path / "cache") == []
 
 
