@@ -74,6 +74,10 @@ def initial_alpha(
     rng=None,  # a numpy Generator
 ) -> np.ndarray:  # a point of the simplex
     "The starting alpha: Badoiu-Clarkson's two points, or the solved ball of `n_init` class-balanced random points."
+    return _initial_alpha_and_steps(cache, y, C, init, n_init, rng)[0]
+
+def _initial_alpha_and_steps(cache, y, C, init, n_init, rng) -> tuple:
+    "`initial_alpha` and the MFW steps its ball took (0 for 'two-point')."
     rng = rng or np.random.default_rng(0)
     n, alpha = len(y), np.zeros(len(y))
     if init == "two-point":
@@ -82,13 +86,13 @@ def initial_alpha(
         distance = (cache.diagonal + 1.0 + 1.0 / C) + Q_a[a] + 1.0 / C - 2.0 * Q_a
         distance[a] = -np.inf
         alpha[[a, int(np.argmax(distance))]] = 0.5
-        return alpha
+        return alpha, 0
     pool = _balanced_sample(y, n_init, rng)
     alpha[pool] = 1.0 / len(pool)
     s, R = _scores(cache, y, C, alpha)
-    _run(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool.astype(np.intp), ALGORITHM_CODES["mfw"], 1e-10,
-         100_000, None, 1, int(rng.integers(2**62)), trace=False)      # MFW on the pool alone: its ball, solved
-    return alpha
+    steps = _run(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool.astype(np.intp), ALGORITHM_CODES["mfw"],
+                 1e-10, 100_000, None, 1, int(rng.integers(2**62)), trace=False)[0]   # MFW on the pool alone: its ball
+    return alpha, steps
 
 # %% ../../nbs/14_frank_wolfe.ipynb #4b061c6a
 def _sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n_trials) -> int:
@@ -143,11 +147,12 @@ def solve_frank_wolfe(
     trace: bool = False,  # record every step (objective, relative gap, step type, core size, kernel evaluations)
 ) -> SolverResult:  # alpha on the simplex, bias = sum alpha_i y_i, certified by the relative Frank-Wolfe gap
     """Frandi et al.'s Frank-Wolfe methods on the L2-SVM's MEB dual; decision h(x) = sum_i alpha_i y_i (k(x_i, x) + 1),
-    certificate: the relative Frank-Wolfe gap over every point, which bounds (g* - g) / g."""
+    certificate: the relative Frank-Wolfe gap over every point, which bounds (g* - g) / g. `n_iter` counts the main
+    loop's steps (CVM: its inner steps); the starting ball's MFW steps are `info['init_steps']`."""
     y = _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials)
     rng = np.random.default_rng(random_state)
     evals_before = cache.n_kernel_evals
-    alpha = _start(cache, y, C, init, n_init, rng, alpha0)
+    alpha, init_steps = _start(cache, y, C, init, n_init, rng, alpha0)
     s, R = _scores(cache, y, C, alpha)
     delta2, tol = meb_delta2(cache.diagonal, C), meb_tolerance(eps)
     every = np.arange(len(y), dtype=np.intp)
@@ -177,16 +182,18 @@ def solve_frank_wolfe(
         n_kernel_evals=cache.n_kernel_evals - evals_before, converged=bool(gap <= tol), objective=delta2 - R,
         trace=_joined_trace(parts) if trace else None,
         info=dict(algorithm=algorithm, eps=eps, delta2=delta2, margin=R, status=STATUS[status], init=init,
-                  sample_size=sample_size, n_trials=n_trials, refinements=refinements, cvm_iterations=outer,
+                  init_steps=init_steps, sample_size=sample_size, n_trials=n_trials, refinements=refinements,
+                  cvm_iterations=outer,
                   core_size=int(np.count_nonzero(alpha)), advice=advice))
 
-def _start(cache, y, C, init, n_init, rng, alpha0) -> np.ndarray:
-    "The warm start projected onto the simplex's face it names (clipped at 0, renormalised), else `initial_alpha`."
-    if alpha0 is None: return initial_alpha(cache, y, C, init, n_init, rng)
+def _start(cache, y, C, init, n_init, rng, alpha0) -> tuple:
+    """The warm start projected onto the simplex's face it names (clipped at 0, renormalised), else `initial_alpha`;
+    with the steps the start took."""
+    if alpha0 is None: return _initial_alpha_and_steps(cache, y, C, init, n_init, rng)
     alpha = np.clip(np.asarray(alpha0, dtype=np.float64), 0.0, None)
     if alpha.shape != y.shape or not alpha.sum() > 0:
         raise ValueError(f"alpha0 must hold {len(y)} numbers >= 0, not all zero")
-    return alpha / alpha.sum()
+    return alpha / alpha.sum(), 0
 
 def _joined_trace(parts: list) -> dict:
     "One trace from the loop's calls, in order (each call's closing row is the next one's first)."

@@ -154,3 +154,13 @@ def test_sampled_cvm_reaches_the_qp_objective(small):
     qp = l2svm_dual_qp(K, y, 1.0)
     res = solve_frank_wolfe(kernel.cache(X), y, 1.0, "cvm", eps=1e-8, sample_size=10, n_trials=7, random_state=2)
     assert res.converged and res.objective == pytest.approx(qp["objective"], rel=1e-7)
+
+
+def test_the_starting_balls_steps_are_reported_beside_the_main_loops(small):
+    # n_iter is the main loop; the random20 start solves its own small ball first, and says how many steps it took
+    X, y, kernel, _ = small
+    cache = kernel.cache(X)
+    ball = solve_frank_wolfe(cache, y, 2.0, "mfw", eps=1e-6, random_state=0)
+    pair = solve_frank_wolfe(cache, y, 2.0, "mfw", eps=1e-6, init="two-point", random_state=0)
+    warm = solve_frank_wolfe(cache, y, 2.0, "mfw", eps=1e-6, alpha0=ball.alpha)
+    assert ball.info["init_steps"] > 0 and pair.info["init_steps"] == 0 and warm.info["init_steps"] == 0
