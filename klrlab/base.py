@@ -232,7 +232,8 @@ def _fit_pairs(self, X, y) -> list:
     results, n = [], len(y)
     for rows, y_pm in self._binary_problems(y):
         X_pair = X[np.ix_(rows, rows)] if self.kernel == "precomputed" else X[rows]
-        cache = self._kernel.cache(X_pair, self._cache_megabytes()) if self._uses_row_cache else None
+        # a principal block of the matrix _prepare checked is PSD: no second eigenvalue problem
+        cache = self._kernel.cache(X_pair, self._cache_megabytes(), checked=True) if self._uses_row_cache else None
         r = self._solve_binary(X_pair, y_pm, self._kernel, cache, None)
         alpha, coef = np.zeros(n), np.zeros(n)
         alpha[rows], coef[rows] = r.alpha, r.alpha * y_pm if r.coef is None else r.coef
@@ -253,7 +254,7 @@ def _kernel_cache(self, X):
     kept = getattr(self, "_kept_cache", None)
     if warm and kept is not None and kept[0] == key and np.array_equal(kept[1], X):
         return kept[2]
-    cache = self._kernel.cache(X, size)
+    cache = self._kernel.cache(X, size, checked=True)   # _prepare checked a precomputed X
     self._kept_cache = (key, X.copy(), cache) if warm else None   # a copy: X may be changed in place
     return cache
 

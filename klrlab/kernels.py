@@ -218,6 +218,7 @@ class Kernel:
         X,  # the training points (for 'precomputed': the square kernel matrix)
         cache_size: float = 200.0,  # MB of rows to keep (at least two rows are kept)
         ridge: float = 0.0,  # added to each training point's own entry: rows of K + ridge I (the L2-SVM's I/C)
+        checked: bool = False,  # 'precomputed': X was checked PSD already (or is a principal block of such a matrix)
     ) -> KernelCache:
         "A compiled row cache over the training points `X` holding at most `cache_size` MB of rows (at least 2 rows)."
         if (
@@ -228,7 +229,7 @@ class Kernel:
         ):
             raise ValueError(f"cache_size={cache_size!r}; the cache size in MB must be a number > 0")
         X = check_matrix(X, "X")
-        if self.name == "precomputed": check_precomputed_kernel(X)
+        if self.name == "precomputed" and not checked: check_precomputed_kernel(X)
         if self.name == "rbf" and (shift := _centred(X)) is not None: X = X - shift  # as _squared_distances does
         if isinstance(ridge, bool) or not isinstance(ridge, Real) or not (np.isfinite(ridge) and ridge >= 0):
             raise ValueError(f"ridge={ridge!r}; it must be a finite number >= 0")

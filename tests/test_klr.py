@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
-from klrlab import HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression
+from klrlab import FrankWolfeSVC, HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression
 from klrlab.datasets import make_keerthi_gaussians, make_twonorm
 from klrlab.kernels import Kernel, rbf_kernel
 from klrlab.klr import PRESETS, fit_half_thresholding_many
@@ -761,3 +761,21 @@ def test_an_offset_does_not_change_the_rbf_model():
     near = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X, y)
     far = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X + 1e7, y)
     np.testing.assert_allclose(far.decision_function(X[:20] + 1e7), near.decision_function(X[:20]), atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda: KernelLogisticRegression(kernel="precomputed"),
+                                  lambda: FrankWolfeSVC(kernel="precomputed", random_state=0)])
+def test_a_precomputed_kernel_is_checked_once_per_fit(monkeypatch, make):
+    # the eigenvalue check is O(n^3): the cache and the one-vs-one blocks rely on the estimator's own check
+    import klrlab.base as base_module
+    import klrlab.kernels as kernels_module
+    calls, original = [], kernels_module.check_precomputed_kernel
+    def counting(K, *args, **kwargs):
+        calls.append(np.shape(K))
+        return original(K, *args, **kwargs)
+    monkeypatch.setattr(base_module, "check_precomputed_kernel", counting)
+    monkeypatch.setattr(kernels_module, "check_precomputed_kernel", counting)
+    X = np.random.default_rng(5).normal(size=(45, 3))
+    y = np.repeat([0, 1, 2], 15)
+    make().fit(rbf_kernel(X, gamma=0.5), y)
+    assert calls == [(45, 45)]
