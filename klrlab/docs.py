@@ -290,7 +290,10 @@ def local_math(html: str, offset: str = "") -> str:
 # %% ../nbs/04_docs.ipynb #06c756ce
 _NUMBER = re.compile(r"\s*(?:[-+−]?(?:\d[\d,_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?%?|-?inf|NaN|nan|<NA>|None)\s*")
 
+_MISSING = re.compile(r"\s*(?:NaN|nan|<NA>|&lt;NA&gt;|None)\s*")
+
 def _num_cell(m: re.Match) -> str:
+    if _MISSING.fullmatch(m.group(1)): return '<td class="num" title="no value">—</td>'
     return f'<td class="num">{m.group(1)}</td>' if _NUMBER.fullmatch(m.group(1)) else m.group(0)
 
 def box_tables(html: str) -> str:
