@@ -1,5 +1,6 @@
 """The reproduction harness: published tables (checked against the papers' own arithmetic), resume after a kill,
 Dask = local, bad input, offline runs, selection rules, chains that hand their state on."""
+import itertools
 import json
 import os
 import signal
@@ -12,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import friedmanchisquare, wilcoxon
+from scipy.stats import friedmanchisquare, rankdata, wilcoxon
 
 from klrlab.datasets import REGISTRY
+from klrlab.repro.papers.frandi import signed_rank_test
 from klrlab.repro.harness import (PAPERS, Experiment, Protocol, ReproError, code_fingerprint, key_columns, published,
                                   published_tables, run)
 
@@ -367,3 +369,24 @@ def test_a_name_given_twice_runs_once_and_filters_that_select_nothing_are_refuse
     assert len(once) == 1 and expand(toy, "quick", 0, experiments=["one", "one"]) == once
     with pytest.raises(ReproError, match="together the filters select nothing"):
         expand(toy, "quick", 0, datasets=["b"], configs=["x"])          # each matches something, together nothing
+
+
+@pytest.mark.parametrize("alternative", ["less", "greater", "two-sided"])
+def test_signed_rank_test_is_exact_with_ties_and_zeros(alternative):
+    # against SciPy's exact test where nothing ties, and against every sign assignment where ranks tie or differences vanish
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        a, b = rng.normal(size=12), rng.normal(size=12)
+        ours, theirs = signed_rank_test(a, b, alternative), wilcoxon(a, b, alternative=alternative, method="exact")
+        assert ours[0] == theirs.statistic and np.isclose(ours[1], theirs.pvalue, rtol=1e-12, atol=0)
+    for _ in range(50):
+        a, b = rng.integers(0, 4, 9).astype(float), rng.integers(0, 4, 9).astype(float)
+        d = a - b
+        ranks = rankdata(np.abs(d))
+        nonzero, observed = ranks[d != 0], ranks[d > 0].sum()
+        sums = np.array([np.dot(nonzero, signs) for signs in itertools.product([0, 1], repeat=len(nonzero))])
+        below, above = np.mean(sums <= observed + 1e-9), np.mean(sums >= observed - 1e-9)
+        expected = {"less": below, "greater": above, "two-sided": min(1.0, 2 * min(below, above))}[alternative]
+        assert np.isclose(signed_rank_test(a, b, alternative)[1], expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="alternative='both'; accepted values"):
+        signed_rank_test([1.0, 2.0], [0.0, 0.0], "both")
