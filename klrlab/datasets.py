@@ -182,7 +182,8 @@ def download(spec: CanonicalFile, cache_dir: Path, timeout: float = 60.0) -> Pat
 def _skipped_warning(corrupted: list, used: str):
     "Warn that corrupted copies were passed over for the verified file from `used`."
     if corrupted:
-        warnings.warn(f"{len(corrupted)} corrupted copy(ies) skipped, the file came from {used}: "
+        copies = "1 corrupted copy" if len(corrupted) == 1 else f"{len(corrupted)} corrupted copies"
+        warnings.warn(f"{copies} skipped, the file came from {used}: "
                       + " | ".join(map(str, corrupted)), CorruptedCopyWarning, stacklevel=3)
 
 def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> tuple:

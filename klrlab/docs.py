@@ -507,7 +507,7 @@ def points(x, digits: int = 1) -> str:
     return f"{100 * abs(x):.{digits}f}"
 
 def sci(x, digits: int = 2) -> str:
-    "`x` in LaTeX scientific notation with `digits` significant digits: '1.4 \\times 10^{3}'."
+    "`x` in LaTeX scientific notation with `digits` significant digits: `1.4 \\times 10^{3}`."
     mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
     return f"{mantissa} \\times 10^{{{int(exponent)}}}"
 

@@ -417,7 +417,7 @@ def _corrupted_mirror(tmp_path):
 @needs_mirror
 def test_a_corrupted_mirror_copy_is_passed_over_for_the_next_mirror(tmp_path):
     settings = settings_for(tmp_path, [_corrupted_mirror(tmp_path), MIRROR[0]])
-    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy"):
+    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy skipped"):
         path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
     assert origin == "mirror" and Path(path) == Path(MIRROR[0]) / "sonar" / "sonar.all-data"
 
