@@ -67,8 +67,9 @@ def make_model(config: str, beta: float):
     if config == "NSSVM": return SparseSVC(C=C_NSSVM, beta=beta, reference_heuristics=True)
     if config == "NSSVM-pure": return SparseSVC(C=C_NSSVM, beta=beta)
     if config in ("LSVM", "LSVM-sq"):
+        # random_state: a fixed visiting order, as LIBLINEAR's own binary (it never reseeds), so reruns agree
         return LinearSVC(C=C_LIBLINEAR, loss="hinge" if config == "LSVM" else "squared_hinge", dual=True,
-                         tol=EPS_LIBLINEAR)
+                         tol=EPS_LIBLINEAR, random_state=0)
     raise ValueError(f"config={config!r}; accepted values: {', '.join(CONFIGS)}")
 
 def margin_support(model, X, y) -> int:
@@ -307,8 +308,10 @@ def aim_model(method: str, beta: float):
     "The aim's fits: SparseSVC (pure or with the code's heuristics) at Table IV's settings, LIBLINEAR at its defaults."
     if method == "NSSVM-pure": return SparseSVC(C=C_NSSVM, beta=beta)
     if method == "NSSVM": return SparseSVC(C=C_NSSVM, beta=beta, reference_heuristics=True)
-    if method == "LIBLINEAR -s 3": return LinearSVC(C=C_LIBLINEAR, loss="hinge", dual=True, tol=EPS_LIBLINEAR)
-    if method == "LIBLINEAR -s 2": return LinearSVC(C=C_LIBLINEAR, loss="squared_hinge", dual=False, tol=EPS_PRIMAL)
+    if method == "LIBLINEAR -s 3":
+        return LinearSVC(C=C_LIBLINEAR, loss="hinge", dual=True, tol=EPS_LIBLINEAR, random_state=0)
+    if method == "LIBLINEAR -s 2":
+        return LinearSVC(C=C_LIBLINEAR, loss="squared_hinge", dual=False, tol=EPS_PRIMAL, random_state=0)
     raise ValueError(f"method={method!r}; accepted values: {', '.join(AIM_METHODS)}")
 
 def aim_data(name: str, m=None, seed: int = 0, offline: bool = False) -> tuple:
