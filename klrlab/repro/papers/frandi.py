@@ -448,6 +448,8 @@ def signed_rank_test(
     """Wilcoxon's signed-ranks test with Pratt's treatment of zeros and an exact p-value: the null distribution of the
     sum of the positive ranks is enumerated over the observed (possibly tied, half-integer) ranks, so ties and zeros
     need no normal approximation."""
+    if alternative not in ("less", "greater", "two-sided"):
+        raise ValueError(f"alternative={alternative!r}; accepted values: 'less', 'greater', 'two-sided'")
     d = np.asarray(first, dtype=np.float64) - np.asarray(second, dtype=np.float64)
     ranks = rankdata(np.abs(d))                       # zeros ranked with the rest, then dropped (Pratt)
     signed = ranks[d != 0] * np.sign(d[d != 0])
@@ -461,8 +463,7 @@ def signed_rank_test(
     below, above = null[:at + 1].sum(), null[at:].sum()
     if alternative == "less": return float(w_plus), float(below)
     if alternative == "greater": return float(w_plus), float(above)
-    if alternative == "two-sided": return float(min(w_plus, w_minus)), float(min(1.0, 2 * min(below, above)))
-    raise ValueError(f"alternative={alternative!r}; accepted values: 'less', 'greater', 'two-sided'")
+    return float(min(w_plus, w_minus)), float(min(1.0, 2 * min(below, above)))
 
 def iman_davenport(values: pd.DataFrame, lower_is_better: bool) -> tuple:
     "Friedman's chi-square over the rows (datasets) and its Iman-Davenport F with the upper-tail p-value."
