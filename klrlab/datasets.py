@@ -202,8 +202,8 @@ def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> 
         except ChecksumError as e: corrupted.append(e); continue
         _skipped_warning(corrupted, f"the mirror {mirror}")
         return path, "mirror"
-    if corrupted and not allow_download: raise corrupted[0]
     if not allow_download:
+        if corrupted: raise corrupted[0]
         raise DatasetUnavailable(f"{spec.dataset}/{spec.file} is not in the cache ({settings.data_home}) "
                                  f"or any mirror ({', '.join(map(str, settings.mirrors)) or 'none configured'})")
     try:

@@ -288,7 +288,7 @@ def local_math(html: str, offset: str = "") -> str:
     return html.replace("</head>", tags + "</head>", 1)
 
 # %% ../nbs/04_docs.ipynb #06c756ce
-_NUMBER = re.compile(r"\s*(?:[-+−]?(?:\d[\d,_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?%?|-?inf|NaN|nan|<NA>|None)\s*")
+_NUMBER = re.compile(r"\s*(?:[-+−]?(?:\d[\d,_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?%?|-?inf)\s*")
 
 _MISSING = re.compile(r"\s*(?:NaN|nan|<NA>|&lt;NA&gt;|None)\s*")
 
