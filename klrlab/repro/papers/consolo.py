@@ -78,7 +78,8 @@ def paper_grid(Cs, n_lam: int = 10) -> list:
 GRIDS = {"quick": paper_grid([1e-2, 1.0, 1e2], 4), "paper": paper_grid([10.0 ** r for r in range(-4, 5)], 10)}
 
 def load_consolo(name, seed=0, offline=False):
-    return load(name, seed=seed, allow_download=not offline)
+    "A set whole, as Table 1 counts it (coil2000: its training and evaluation files pooled)."
+    return load(name, split="all", seed=seed, allow_download=not offline)
 
 def fold_parts(data, fold: int, seed: int):
     "Train/test of the outer fold, the 95 %/5 % validation split of the train part; features scaled on the train part."
@@ -189,6 +190,7 @@ def consolo_point(data, cell, state):
         test_accuracy=float(np.mean(full_model.predict(Xt) == yt)),
         test_ratio=support_ratio(full_model, len(y)),
         fit_seconds=seconds,
+        n_train=len(y),                                              # the fold's training points, as run
     )
     if hasattr(full_model, "predict_proba"): metrics.update(probability_metrics(full_model, Xt, yt))
     if cell.config in SKLR_CONFIGS:
