@@ -106,7 +106,7 @@ def _sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n
         if 2 * (R - s[i]) > tol * (delta2 - R): break
     return i
 
-def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials, rng, trace) -> tuple:
+def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials, rng, trace, core_solved) -> tuple:
     """Algorithm 1: add the farthest point of a (sampled) search to the core set, solve the core set's ball again by
     MFW to the same relative gap; stop when the search finds no point outside the (1 + eps) ball. With sampling, as in
     LibCVM, only the core points' scores are kept (the inner solve costs O(q) a step) and a sample is scored from the
@@ -119,7 +119,9 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
              else int(np.argmin(s)))
         if 2 * (R - s[i]) <= tol * (delta2 - R): status = 0; break
         if steps >= max_iter: status = 1; break
-        if in_core[i]: status = 2; break             # the core set's ball is solved, so this is rounding
+        # a solved core ball leaves no core point outside it, so this is rounding; an unsolved start (two points of
+        # unequal norm, a warm start) is solved first
+        if in_core[i] and core_solved: status = 2; break
         in_core[i] = True
         taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, np.flatnonzero(in_core).astype(np.intp),
                                       ALGORITHM_CODES["mfw"], tol, max_iter - steps, 0, 1, int(rng.integers(2**62)),
@@ -127,6 +129,7 @@ def _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
         steps, outer = steps + taken, outer + 1
         parts.append(part)
         if STATUS[status] != "converged": break
+        core_solved = True
     return steps, R, status, parts, outer
 
 # %% ../../nbs/14_frank_wolfe.ipynb #7cade321
@@ -158,8 +161,9 @@ def solve_frank_wolfe(
     every = np.arange(len(y), dtype=np.intp)
     steps, parts, outer, refinements = 0, [], 0, 0
     if algorithm == "cvm":
+        # only random20's start is its core's solved ball
         steps, R, status, parts, outer = _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
-                                              rng, trace)
+                                              rng, trace, core_solved=alpha0 is None and init == "random20")
     else:
         steps, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, ALGORITHM_CODES[algorithm], tol,
                                       max_iter, sample_size, n_trials, int(rng.integers(2**62)), trace)

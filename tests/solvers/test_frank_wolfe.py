@@ -164,3 +164,17 @@ def test_the_starting_balls_steps_are_reported_beside_the_main_loops(small):
     pair = solve_frank_wolfe(cache, y, 2.0, "mfw", eps=1e-6, init="two-point", random_state=0)
     warm = solve_frank_wolfe(cache, y, 2.0, "mfw", eps=1e-6, alpha0=ball.alpha)
     assert ball.info["init_steps"] > 0 and pair.info["init_steps"] == 0 and warm.info["init_steps"] == 0
+
+
+def test_cvm_solves_an_unsolved_start_before_it_reads_a_core_point_as_rounding():
+    # a linear kernel: the two starting points have unequal norms, so their equal weights are not the pair's solution
+    X = np.array([[-1.74, -1.34], [-1.36, -0.35], [-2.31, -0.19], [-0.96, 0.89], [0.96, 1.39], [0.77, -0.05]])
+    y = np.array([1.0, 1, 1, -1, -1, -1])
+    cache = Kernel("linear").cache(X)
+    exact = solve_frank_wolfe(cache, y, 3.0, "mfw", eps=1e-9, random_state=0)
+    starts = [dict(init="two-point"), dict(alpha0=np.r_[1.0, 0, 0, 0, 0, 1.0])]
+    for start in starts:
+        cvm = solve_frank_wolfe(cache, y, 3.0, "cvm", eps=1e-6, random_state=0, **start)
+        assert cvm.converged and cvm.info["status"] == "converged" and cvm.n_iter > 0, start
+        # the certificate bounds the relative distance to the optimum of g = Delta^2 - alpha'Q alpha
+        assert abs(cvm.objective - exact.objective) <= cvm.certificate.value * abs(exact.objective) + 1e-12, start
