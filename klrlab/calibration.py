@@ -20,6 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .base import reject_boolean_counts
 from .klr import KernelLogisticRegression
 
 # %% ../nbs/22_calibration.ipynb #07fc684a
@@ -38,6 +39,10 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         random_state: int = 0,  # seed of the stratified folds
     ):
         self.estimator, self.cv, self.random_state = estimator, cv, random_state
+
+    def _validate_params(self):
+        super()._validate_params()
+        reject_boolean_counts(self)
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):

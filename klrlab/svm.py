@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d, validate_data
 
-from .base import BaseKernelClassifier
+from .base import BaseKernelClassifier, ovo_winner
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 from .solvers.nssvm import INITS as NSSVM_INITS, JACOBIANS, solve_nssvm
 from .solvers.path import FACTORIZATIONS, interpolate_at, path_at, solve_path
@@ -38,6 +38,7 @@ class FrankWolfeSVC(BaseKernelClassifier):
         "n_trials": [Interval(Integral, 1, None, closed="left")],
         "refine": ["boolean"],
         "random_state": ["random_state"],
+        "break_ties": ["boolean"],
     }
     _multiclass = "ovo"
 
@@ -57,11 +58,12 @@ class FrankWolfeSVC(BaseKernelClassifier):
         refine=True,  # after a sampled stop, go on with exact searches until the full gap holds (False: the paper's)
         cache_size=200.0,  # MB of kernel rows to cache
         random_state=None,  # seed of the start and the samples
+        break_ties=False,  # > 2 classes: tied votes go to the larger decision value (False: the first class, as LIBSVM)
     ):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.algorithm, self.eps, self.max_iter, self.init = algorithm, eps, max_iter, init
         self.sample_size, self.n_trials, self.refine = sample_size, n_trials, refine
-        self.cache_size, self.random_state = cache_size, random_state
+        self.cache_size, self.random_state, self.break_ties = cache_size, random_state, break_ties
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -201,8 +203,9 @@ class SVCPath(BaseKernelClassifier):
         "kkt_check": ["boolean"],
         "kkt_tol": [Interval(Real, 0, None, closed="neither")],
         "max_breakpoints": [Interval(Integral, 1, None, closed="left")],
+        "break_ties": ["boolean"],
     }
-    _multiclass = "ovo"          # one path per pair of classes, max-wins voting, as LIBSVM
+    _multiclass = "ovo"          # one path per pair of classes, max-wins voting (see break_ties)
 
     def __init__(
         self,
@@ -218,10 +221,12 @@ class SVCPath(BaseKernelClassifier):
         kkt_tol=1e-3,  # its tolerance, and the certificate's
         max_breakpoints=100_000,  # the cap on breakpoints (a path that reaches it warns)
         cache_size=200.0,  # MB of kernel rows to cache
+        break_ties=False,  # > 2 classes: tied votes go to the larger decision value (False: the first class, as LIBSVM)
     ):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.lambda_max, self.lambda_min, self.factorization = lambda_max, lambda_min, factorization
         self.kkt_check, self.kkt_tol, self.max_breakpoints, self.cache_size = kkt_check, kkt_tol, max_breakpoints, cache_size
+        self.break_ties = break_ties
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -307,7 +312,7 @@ class SVCPath(BaseKernelClassifier):
         if C is None: return super().predict(X)
         scores = self.decision_function(X, C)
         if len(self.classes_) == 2: return self.classes_[(scores > 0).astype(int)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        return self.classes_[ovo_winner(scores, self.break_ties)]
 
 
 # %% ../nbs/23_svm.ipynb #0a3ce258

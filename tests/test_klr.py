@@ -670,7 +670,7 @@ def test_cv_refit_from_the_folds_mean_alpha_is_the_cold_fit(multiclass):
 
 @pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
                                             (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'"),
-                                            (dict(Cs=True), "Cs="), (dict(Cs=[[1.0, 10.0]]), "Cs=")])
+                                            (dict(Cs=True), "'Cs' parameter.*Got True"), (dict(Cs=[[1.0, 10.0]]), "Cs=")])
 def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
     from klrlab import KernelLogisticRegressionCV
     X, y, _, _ = gauss

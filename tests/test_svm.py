@@ -100,7 +100,7 @@ def test_a_precomputed_kernel_that_is_not_psd_is_refused():
 
 
 SWEEP = dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, algorithm="fw", eps=1e-2, max_iter=5,
-             init="two-point", sample_size=7, n_trials=3, refine=False, random_state=1)
+             init="two-point", sample_size=7, n_trials=3, refine=False, random_state=1, break_ties=True)
 
 
 @pytest.mark.parametrize("name", list(SWEEP))
@@ -449,3 +449,25 @@ def test_sparse_svc_refuses_a_fixed_single_point_and_forgets_a_linear_fits_weigh
                                 (FrankWolfeSVC(), "dual_gap_")):
         with pytest.raises(NotFittedError):
             getattr(unfitted, attribute)
+
+
+def test_one_vs_one_ties_follow_libsvm_unless_break_ties():
+    from sklearn.svm import SVC
+
+    from klrlab import SVCPath
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(53, 2)), np.array(list("abcd"))[np.arange(53) % 4]   # random labels: many tied votes
+    X_test = rng.normal(size=(2000, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        path = SVCPath(C=50.0, gamma=0.5, lambda_max=1e2, lambda_min=1e-2).fit(X, y)
+    votes = np.rint(path.decision_function(X_test))
+    assert np.mean((votes == votes.max(1, keepdims=True)).sum(1) > 1) > 0.05          # the rule matters here
+    for break_ties in (False, True):
+        anchor = SVC(C=50.0, gamma=0.5, tol=1e-8, break_ties=break_ties).fit(X, y)
+        path.set_params(break_ties=break_ties)
+        np.testing.assert_array_equal(path.predict(X_test), anchor.predict(X_test))
+        np.testing.assert_array_equal(path.predict(X_test, C=[50.0])[:, 0], anchor.predict(X_test))
+    fw = FrankWolfeSVC(C=50.0, gamma=0.5, random_state=0).fit(X, y)
+    first = fw.classes_[np.argmax(np.rint(fw.decision_function(X_test)), axis=1)]      # the first of the tied classes
+    np.testing.assert_array_equal(fw.predict(X_test), first)
