@@ -359,8 +359,7 @@ def ovo_winner(decision, break_ties: bool, axis: int = 1) -> np.ndarray:
     return np.argmax(decision if break_ties else np.rint(decision), axis=axis)
 
 def _predict(self, X):
-    """The class with the largest decision value (for two classes: `classes_[1]` where f(x) > 0); one-vs-one: the
-    most votes (ovo_winner)."""
+    "The class with the largest decision value (two classes: `classes_[1]` where f(x) > 0; one-vs-one: ovo_winner)."
     scores = self.decision_function(X)
     if len(self.classes_) == 2:
         return self.classes_[(scores > 0).astype(int)]

@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/klr.html.md"""
 
 # %% auto #0
 __all__ = ['PRESETS', 'START_MASS', 'logistic_probabilities', 'logistic_log_probabilities', 'LogisticProbabilities',
-           'KernelLogisticRegression', 'ImportVectorMachine', 'HalfThresholdingKLR', 'fit_half_thresholding_many',
-           'KernelLogisticRegressionCV']
+           'check_kernel_magnitude', 'KernelLogisticRegression', 'ImportVectorMachine', 'HalfThresholdingKLR',
+           'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
 
 # %% ../nbs/20_klr.ipynb #636ee841
 import warnings
@@ -68,9 +68,19 @@ def _constraints(*names) -> dict:
     "The base's constraints of the parameters an estimator shares with it."
     return {name: BaseKernelClassifier._parameter_constraints[name] for name in names}
 
+def check_kernel_magnitude(K) -> None:
+    """Refuse a kernel matrix whose products with itself overflow float64 (features far from unit scale, e.g. 1e77
+    under a linear kernel): the solvers that read the whole matrix multiply by it, and overflow would surface deep
+    inside LAPACK or ARPACK, or as a model at chance level."""
+    largest = float(np.abs(K).max()) if K.size else 0.0
+    if not largest * largest * len(K) < np.finfo(np.float64).max:
+        raise ValueError(f"X gives kernel values up to {largest:.3g}, whose products overflow float64: scale the "
+                         "features (e.g. StandardScaler or MinMaxScaler) or the precomputed kernel")
+
 def _solve_on_matrix(solve, kernel, X, y, *options):
     "A solver that reads the whole kernel matrix of X, with the kernel values computed for it counted in its result."
     K = kernel(X)
+    check_kernel_magnitude(K)
     return replace(solve(K, y, *options), n_kernel_evals=0 if kernel.name == "precomputed" else K.size)
 
 # %% ../nbs/20_klr.ipynb #8cdb926d
@@ -328,6 +338,7 @@ def fit_half_thresholding_many(
                          "(with gamma='scale' or 'auto' it depends on the part: give gamma as a number)")
     labels = np.where(y == first.classes_[1], 1.0, -1.0)
     K = first._kernel(X)
+    check_kernel_magnitude(K)
     results = solve_half_thresholding_many(K, labels, [m.C for m in models], subsets, first.tol, first.max_iter,
                                            first.step)
     for model, (X_part, y_part), result, rows in zip(models, parts, results, subsets):

@@ -779,3 +779,14 @@ def test_a_precomputed_kernel_is_checked_once_per_fit(monkeypatch, make):
     y = np.repeat([0, 1, 2], 15)
     make().fit(rbf_kernel(X, gamma=0.5), y)
     assert calls == [(45, 45)]
+
+
+@pytest.mark.parametrize("name", ["HalfThresholdingKLR", "ImportVectorMachine"])
+def test_a_kernel_matrix_whose_products_overflow_is_refused_by_name(name):
+    import klrlab
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="kernel values up to .* overflow float64: scale the features"):
+        getattr(klrlab, name)(kernel="linear").fit(X * 1e77, y)
+    getattr(klrlab, name)(kernel="linear").fit(X * 1e30, y)        # large, but its products stay finite
