@@ -289,7 +289,7 @@ def bench_fixed_C(
     return records
 
 # %% ../../nbs/81_bench.ipynb #39dd8c2a
-CALIBRATION_GRID = tuple(10.0 ** np.arange(-1, 4))   # question (b): 0.1, 1, 10, 100, 1000
+CALIBRATION_GRID = tuple(float(C) for C in 10.0 ** np.arange(-1, 4))   # question (b): 0.1, 1, 10, 100, 1000
 CALIBRATION_FOLDS = 5
 SVC_TUNINGS = ("accuracy", "log_loss")
 
