@@ -81,10 +81,8 @@ def make_model(config: str, C: float, gamma: float, seed: int, kernel: str = "rb
     kernel='poly' is §5.8's homogeneous (gamma x'x')^2."""
     shape = dict(kernel="poly", degree=2, coef0=0.0) if kernel == "poly" else dict(kernel="rbf")
     if config == "SVC": return SVC(C=C, gamma=gamma, **shape)
-    # tied one-vs-one votes go to the larger decision value, the rule every stored cell was computed with (LibCVM,
-    # as LIBSVM, takes the first tied class: FrankWolfeSVC's default)
     return FrankWolfeSVC(C=C, gamma=gamma, algorithm=ALGORITHM_OF[config], eps=EPS, sample_size=SAMPLE_SIZE,
-                         n_trials=TRIALS_OF[config], refine=False, random_state=seed, break_ties=True, **shape)
+                         n_trials=TRIALS_OF[config], refine=False, random_state=seed, **shape)
 
 def fit_record(model) -> dict:
     """A Frank-Wolfe fit's steps, gap and verdict; one-vs-one fits sum their pairs' steps and report the worst pair's
