@@ -77,7 +77,8 @@ def initial_alpha(
     return _initial_alpha_and_steps(cache, y, C, init, n_init, rng)[0]
 
 def _initial_alpha_and_steps(cache, y, C, init, n_init, rng) -> tuple:
-    "`initial_alpha` and the MFW steps its ball took (0 for 'two-point')."
+    """`initial_alpha`, the MFW steps its ball took (0 for 'two-point'), and whether that ball is solved (its MFW
+    converged; never for 'two-point', whose two points are the ball of neither)."""
     rng = rng or np.random.default_rng(0)
     n, alpha = len(y), np.zeros(len(y))
     if init == "two-point":
@@ -86,13 +87,14 @@ def _initial_alpha_and_steps(cache, y, C, init, n_init, rng) -> tuple:
         distance = (cache.diagonal + 1.0 + 1.0 / C) + Q_a[a] + 1.0 / C - 2.0 * Q_a
         distance[a] = -np.inf
         alpha[[a, int(np.argmax(distance))]] = 0.5
-        return alpha, 0
+        return alpha, 0, False
     pool = _balanced_sample(y, n_init, rng)
     alpha[pool] = 1.0 / len(pool)
     s, R = _scores(cache, y, C, alpha)
-    steps = _run(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool.astype(np.intp), ALGORITHM_CODES["mfw"],
-                 1e-10, 100_000, None, 1, int(rng.integers(2**62)), trace=False)[0]   # MFW on the pool alone: its ball
-    return alpha, steps
+    steps, _, status, _ = _run(cache, y, C, alpha, s, R, meb_delta2(cache.diagonal, C), pool.astype(np.intp),
+                               ALGORITHM_CODES["mfw"], 1e-10, 100_000, None, 1, int(rng.integers(2**62)),
+                               trace=False)                   # MFW on the pool alone: its ball
+    return alpha, steps, STATUS[status] == "converged"
 
 # %% ../../nbs/14_frank_wolfe.ipynb #4b061c6a
 def _sampled_farthest(cache, y, C, alpha, s, R, delta2, tol, rng, sample_size, n_trials) -> int:
@@ -155,15 +157,14 @@ def solve_frank_wolfe(
     y = _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials)
     rng = np.random.default_rng(random_state)
     evals_before = cache.n_kernel_evals
-    alpha, init_steps = _start(cache, y, C, init, n_init, rng, alpha0)
+    alpha, init_steps, start_solved = _start(cache, y, C, init, n_init, rng, alpha0)
     s, R = _scores(cache, y, C, alpha)
     delta2, tol = meb_delta2(cache.diagonal, C), meb_tolerance(eps)
     every = np.arange(len(y), dtype=np.intp)
     steps, parts, outer, refinements = 0, [], 0, 0
     if algorithm == "cvm":
-        # only random20's start is its core's solved ball
         steps, R, status, parts, outer = _cvm(cache, y, C, alpha, s, R, delta2, tol, max_iter, sample_size, n_trials,
-                                              rng, trace, core_solved=alpha0 is None and init == "random20")
+                                              rng, trace, core_solved=start_solved)
     else:
         steps, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, ALGORITHM_CODES[algorithm], tol,
                                       max_iter, sample_size, n_trials, int(rng.integers(2**62)), trace)
@@ -192,12 +193,12 @@ def solve_frank_wolfe(
 
 def _start(cache, y, C, init, n_init, rng, alpha0) -> tuple:
     """The warm start projected onto the simplex's face it names (clipped at 0, renormalised), else `initial_alpha`;
-    with the steps the start took."""
+    with the steps the start took and whether it is its core's solved ball (a warm start is taken as not)."""
     if alpha0 is None: return _initial_alpha_and_steps(cache, y, C, init, n_init, rng)
     alpha = np.clip(np.asarray(alpha0, dtype=np.float64), 0.0, None)
     if alpha.shape != y.shape or not alpha.sum() > 0:
         raise ValueError(f"alpha0 must hold {len(y)} numbers >= 0, not all zero")
-    return alpha / alpha.sum(), 0
+    return alpha / alpha.sum(), 0, False
 
 def _joined_trace(parts: list) -> dict:
     "One trace from the loop's calls, in order (each call's closing row is the next one's first)."

@@ -178,3 +178,14 @@ def test_cvm_solves_an_unsolved_start_before_it_reads_a_core_point_as_rounding()
         assert cvm.converged and cvm.info["status"] == "converged" and cvm.n_iter > 0, start
         # the certificate bounds the relative distance to the optimum of g = Delta^2 - alpha'Q alpha
         assert abs(cvm.objective - exact.objective) <= cvm.certificate.value * abs(exact.objective) + 1e-12, start
+
+
+def test_the_start_reports_whether_it_is_its_cores_solved_ball(small):
+    from klrlab.solvers.frank_wolfe import _initial_alpha_and_steps, _start
+    X, y, kernel, K = small
+    cache = kernel.cache(X)
+    rng = np.random.default_rng(0)
+    alpha, steps, solved = _initial_alpha_and_steps(cache, y, 2.0, "random20", 20, rng)
+    assert solved and steps > 0 and np.count_nonzero(alpha) <= 20
+    assert not _initial_alpha_and_steps(cache, y, 2.0, "two-point", 20, rng)[2]
+    assert not _start(cache, y, 2.0, "random20", 20, rng, alpha)[2]      # a warm start is never taken as solved
