@@ -187,7 +187,9 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         return result
 
     def _support(self, result):
-        "Points whose alpha is above the lower bound (Consolo et al.: alpha_i <= gamma counts as zero)."
+        """Sparse KLR (lam > 0): the points whose alpha is above the lower bound (Consolo et al.: alpha_i <= gamma
+        counts as zero). Plain KLR: every point, as each alpha >= the bound > 0 is part of the certified solution."""
+        if result.info["lam"] == 0: return np.arange(len(result.alpha))
         return np.flatnonzero(result.alpha > result.info["lo"] * (1 + 1e-9))
 
     @property
@@ -456,5 +458,5 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_dual(cache, y, self.C_, loss="logistic", tol=self.tol, max_iter=self.max_iter, alpha0=alpha0)
 
-    _support = KernelLogisticRegression._support   # the same model: points above the box's lower bound
+    _support = KernelLogisticRegression._support   # the same model: every point (plain KLR)
 
