@@ -227,11 +227,12 @@ def _binary_problems(self, y) -> list:
     positives = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
     return [(None, np.where(y == positive, 1.0, -1.0)) for positive in positives]
 
-def _fit(self, X, y, cache=None, starts=None):
+def _fit(self, X, y, cache=None, starts=None, prepared=False):
     """Fit one problem per class (one for two classes; one per pair with `_multiclass='ovo'`), store the model. `cache`:
     a kernel cache of X's rows the caller already holds; `starts`: a start alpha per problem that the caller already
-    has (one-vs-rest only; None: the estimator's own cache, and its warm start if any)."""
-    X, y = self._prepare(X, y)
+    has (one-vs-rest only; None: the estimator's own cache, and its warm start if any); `prepared`: X and y are what
+    `_prepare` returned (its checks and warnings ran once already)."""
+    if not prepared: X, y = self._prepare(X, y)
     if len(self.classes_) > 2 and self._multiclass == "ovo":
         self._store_results(X, y, self._fit_pairs(X, y))
         return self
@@ -330,8 +331,11 @@ def _store_results(self, X, y, results: list) -> None:
     for r, which in zip(results, _problem_names(self, n_problems)):
         if not r.converged:
             advice = r.info.get("advice", "Increase max_iter, or loosen tol.")       # a solver may know better
-            warnings.warn(f"{type(self).__name__} did not converge{which} in {r.n_iter} iterations: {r.certificate}. "
-                          f"{advice}", ConvergenceWarning, stacklevel=3)
+            # a run can stop early with its certificate met where it stopped (a path cut short): say so
+            what = (f"stopped early{which} after {r.n_iter} iterations (its certificate holds where it stopped: "
+                    f"{r.certificate})" if r.certificate.satisfied else
+                    f"did not converge{which} in {r.n_iter} iterations: {r.certificate}")
+            warnings.warn(f"{type(self).__name__} {what}. {advice}", ConvergenceWarning, stacklevel=3)
 
 BaseKernelClassifier._store_results = _store_results
 

@@ -202,7 +202,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
 # %% ../nbs/20_klr.ipynb #d7223c31
 class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
     "Zhu & Hastie's IVM: KLR on greedily imported points, each chosen by a one-step Newton criterion."
-    _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma"),
+    _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma", "degree", "coef0"),
                                     "tol": [Interval(Real, 0, None, closed="left")],
                                     "max_import": [None, Interval(Integral, 1, None, closed="left")],
                                     "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
@@ -214,12 +214,15 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
         C=1.0,  # the data term's weight (> 0)
         kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed' (X is then the kernel matrix)
         gamma="scale",  # kernel width: 'scale' = 1 / (p Var X), 'auto' = 1 / p, or a number > 0 (see gamma_from_sigma)
+        degree=3,  # the polynomial kernel's degree
+        coef0=0.0,  # the polynomial kernel's constant (>= 0)
         tol=1e-3,  # stop importing when H improves by less than this (relative; Zhu & Hastie's 0.001)
         max_import=None,  # the most points to import (None: no cap)
         n_candidates=None,  # candidates scored per import, drawn at random (None: every point, the exact greedy step)
         random_state=None,  # seed of the candidate sample (used only with n_candidates)
     ):
         self.C, self.kernel, self.gamma, self.tol, self.max_import = C, kernel, gamma, tol, max_import
+        self.degree, self.coef0 = degree, coef0
         self.n_candidates, self.random_state = n_candidates, random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -240,23 +243,26 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
     @property
     def n_import_(self) -> int:
         "The number of import points."
+        check_is_fitted(self)
         return len(self.support_)
 
     @property
     def relative_improvement_(self) -> float:
         "H's relative improvement by the last import (0 when no point was left to import)."
+        check_is_fitted(self)
         return self.certificate_.value
 
     @property
     def objective_path_(self) -> list:
         "H after each import (the first entry: the intercept-only model)."
+        check_is_fitted(self)
         return self.solver_results_[0].trace["objective"]
 
 # %% ../nbs/20_klr.ipynb #d14df698
 class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
     """l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient)
     iteration."""
-    _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma", "max_iter"),
+    _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma", "degree", "coef0", "max_iter"),
                                     "tol": [Interval(Real, 0, None, closed="left")],
                                     "step": [StrOptions({"bb", "fixed"})]}
     _binary_only, _uses_row_cache = True, False
@@ -266,11 +272,14 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
         C=1.0,  # the data term's weight (> 0)
         kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed' (X is then the kernel matrix)
         gamma="scale",  # kernel width: 'scale' = 1 / (p Var X), 'auto' = 1 / p, or a number > 0 (see gamma_from_sigma)
+        degree=3,  # the polynomial kernel's degree
+        coef0=0.0,  # the polynomial kernel's constant (>= 0)
         tol=1e-6,  # stop when the best objective's relative decrease per step is at most this
         max_iter=5000,  # the step cap (a fit that reaches it warns)
         step="bb",  # 'bb' (SpaRSA's Barzilai-Borwein step) or 'fixed' (Xu et al.'s safe step 1/L, the paper's)
     ):
         self.C, self.kernel, self.gamma, self.tol, self.max_iter, self.step = C, kernel, gamma, tol, max_iter, step
+        self.degree, self.coef0 = degree, coef0
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -283,16 +292,19 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
     @property
     def relative_decrease_(self) -> float:
         "The best objective's relative decrease per step at the stop (averaged over 50 steps with step='bb')."
+        check_is_fitted(self)
         return self.certificate_.value
 
     @property
     def prox_gradient_norm_(self) -> float:
         "The first-order certificate: the proximal-gradient mapping's norm at step 1/L (0 at stationary points)."
+        check_is_fitted(self)
         return self.solver_results_[0].info["prox_gradient_norm"]
 
     @property
     def objective_path_(self) -> list:
         "The objective after each step (the first entry: the zero model)."
+        check_is_fitted(self)
         return self.solver_results_[0].trace["objective"]
 
 # %% ../nbs/20_klr.ipynb #bc91ba83
@@ -407,7 +419,8 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
         self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
         self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0)}
-        self._fit(X, y, cache=matrix_cache, starts=list(fold_alphas[best]))   # the same matrix, from the folds' alpha
+        # the same matrix, from the folds' alpha; X and y already checked (once: a precomputed kernel's PSD test)
+        self._fit(X_checked, y_checked, cache=matrix_cache, starts=list(fold_alphas[best]), prepared=True)
         return self
 
     def _matrix_cache(self, X):

@@ -533,9 +533,9 @@ SWEEP = {
     KernelLogisticRegression: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, lam=0.5, wss="first",
                                    tol=1e-3, max_iter=5, bound_eps=0.05, bound_eps_mode="absolute", scheme="keerthi",
                                    start="bound"),
-    ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-1, max_import=3, n_candidates=5,
+    ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-1, max_import=3, n_candidates=5,
                               random_state=1),
-    HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, tol=1e-2, max_iter=5, step="fixed"),
+    HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-2, max_iter=5, step="fixed"),
 }
 
 
@@ -807,3 +807,35 @@ def test_plain_klr_keeps_every_point_so_a_huge_C_keeps_its_certified_decision():
         np.testing.assert_allclose(model.decision_function(X), full, rtol=1e-9, atol=1e-9 * np.abs(full).max())
     assert np.sum(np.isclose(alpha, model.solver_results_[0].info["lo"])) > 10     # many points at the bound at 1e13
     assert model.score(X, y) > 0.95
+
+
+@pytest.mark.parametrize("estimator, attributes", [
+    (ImportVectorMachine(), ["n_import_", "relative_improvement_", "objective_path_"]),
+    (HalfThresholdingKLR(), ["relative_decrease_", "prox_gradient_norm_", "objective_path_"]),
+])
+def test_result_properties_before_fit_raise_not_fitted(estimator, attributes):
+    from sklearn.exceptions import NotFittedError
+    for name in attributes:
+        with pytest.raises(NotFittedError):
+            getattr(estimator, name)
+
+
+def test_cross_validated_klr_checks_and_warns_once_per_fit():
+    from klrlab import KernelLogisticRegressionCV
+    X, y = make_twonorm(60, n_features=3, seed=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        KernelLogisticRegressionCV(Cs=2, cv=3, degree=5).fit(X, y)
+    unused = [w for w in caught if "has no effect" in str(w.message)]
+    assert len(unused) == 1 and "degree=5" in str(unused[0].message)
+
+
+@pytest.mark.parametrize("Estimator", [ImportVectorMachine, HalfThresholdingKLR])
+def test_primal_expansion_estimators_take_the_polynomial_kernels_degree_and_coef0(Estimator):
+    from sklearn.metrics.pairwise import polynomial_kernel
+    X, y = make_twonorm(60, n_features=3, seed=5)
+    model = Estimator(kernel="poly", degree=2, coef0=1.0, gamma=0.5).fit(X, y)
+    K = polynomial_kernel(X, degree=2, coef0=1.0, gamma=0.5)
+    on_matrix = Estimator(kernel="precomputed").fit(K, y)
+    np.testing.assert_allclose(model.decision_function(X), on_matrix.decision_function(K), rtol=1e-9, atol=1e-9)
+    assert model.set_params(degree=3).get_params()["degree"] == 3

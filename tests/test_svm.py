@@ -471,3 +471,12 @@ def test_one_vs_one_ties_follow_libsvm_unless_break_ties():
     fw = FrankWolfeSVC(C=50.0, gamma=0.5, random_state=0).fit(X, y)
     first = fw.classes_[np.argmax(np.rint(fw.decision_function(X_test)), axis=1)]      # the first of the tied classes
     np.testing.assert_array_equal(fw.predict(X_test), first)
+
+
+def test_path_cut_short_by_max_breakpoints_says_it_stopped_early_not_that_it_failed():
+    X, y = make_twonorm(80, n_features=3, seed=4)
+    with pytest.warns(ConvergenceWarning) as caught:
+        SVCPath(max_breakpoints=2, C=1e-4).fit(X, y)
+    message = str(caught[0].message)
+    assert "stopped early after 1 iterations" in message and "increase max_breakpoints" in message
+    assert "did not converge" not in message

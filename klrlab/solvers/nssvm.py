@@ -81,6 +81,14 @@ class _LinearTerms:
 
     def solve(self, T, d, R) -> np.ndarray:
         "(K_TT + diag(d))^-1 R: Cholesky of the s x s matrix when s <= n, else Woodbury through an n x n Cholesky."
+        try: return self._solve(T, d, R)
+        except MemoryError as error:   # the dense system of a wide sparse X: say which parameter sizes it
+            k = min(len(T), self.n)
+            raise MemoryError(f"NSSVM's Newton system is a dense {k} x {k} matrix ({8 * k * k / 2**30:.1f} GiB) for "
+                              f"s = {len(T)} support points of {self.n} features, more than this machine could "
+                              "allocate; give a smaller s (or beta, which sets it)") from error
+
+    def _solve(self, T, d, R) -> np.ndarray:
         XT = self.X[T]
         if len(T) <= self.n:
             G = _dense(XT @ XT.T)

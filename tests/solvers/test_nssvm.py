@@ -263,3 +263,14 @@ def test_reference_code_bias_search_and_accuracy_follow_matlab():
     assert _code_accuracy(f, 0.5, y) == 1.0
     b = _code_bias_search(f, y, 0.2, 20, squared=True)
     assert _code_accuracy(f, b, y) == 1.0
+
+
+def test_a_newton_system_too_large_to_allocate_names_s_and_beta(monkeypatch):
+    from klrlab.solvers import nssvm
+    def out_of_memory(self, T, d, R): raise MemoryError("Unable to allocate")
+    monkeypatch.setattr(nssvm._LinearTerms, "_solve", out_of_memory)
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 400, density=0.05, format="csr", random_state=0)
+    y = np.where(rng.random(40) < 0.5, 1.0, -1.0)
+    with pytest.raises(MemoryError, match=r"dense \d+ x \d+ matrix .* give a smaller s \(or beta"):
+        solve_nssvm(X, y)
