@@ -48,7 +48,8 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         "Fit T on out-of-fold decision values (stratified `cv`-fold), then the estimator on all of (X, y)."
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
-        X_checked, y = validate_data(self, X, y, dtype=None)     # y must be 1-D labels
+        sparse = ["csr", "csc"] if get_tags(self).input_tags.sparse else False     # as the wrapped estimator takes X
+        X_checked, y = validate_data(self, X, y, dtype=None, accept_sparse=sparse)     # y must be 1-D labels
         pairwise = get_tags(self).input_tags.pairwise
         X = X if hasattr(X, "iloc") and not pairwise else X_checked   # a frame of features keeps its names
         check_classification_targets(y)
@@ -85,4 +86,5 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         # a wrapped precomputed-kernel estimator takes square kernel matrices: splitters must cut rows and columns
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
         tags.input_tags.pairwise = get_tags(base).input_tags.pairwise
+        tags.input_tags.sparse = get_tags(base).input_tags.sparse       # sparse X where the wrapped estimator takes it
         return tags

@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/klr.html.md"""
 
 # %% auto #0
 __all__ = ['PRESETS', 'START_MASS', 'logistic_probabilities', 'logistic_log_probabilities', 'LogisticProbabilities',
-           'check_kernel_magnitude', 'KernelLogisticRegression', 'ImportVectorMachine', 'HalfThresholdingKLR',
-           'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
+           'check_kernel_magnitude', 'KernelLogisticRegression', 'ImportVectorMachine', 'EmptyModelWarning',
+           'HalfThresholdingKLR', 'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
 
 # %% ../nbs/20_klr.ipynb #636ee841
 import warnings
@@ -68,20 +68,23 @@ def _constraints(*names) -> dict:
     "The base's constraints of the parameters an estimator shares with it."
     return {name: BaseKernelClassifier._parameter_constraints[name] for name in names}
 
-def check_kernel_magnitude(K) -> None:
+def check_kernel_magnitude(K, C: float = 1.0) -> None:
     """Refuse a kernel matrix whose products with itself overflow float64 (features far from unit scale, e.g. 1e77
     under a linear kernel): the solvers that read the whole matrix multiply by it, and overflow would surface deep
-    inside LAPACK or ARPACK, or as a model at chance level."""
+    inside LAPACK or ARPACK, or as a model at chance level. With `C`, the same for the data term's curvature C K K'."""
     largest = float(np.abs(K).max()) if K.size else 0.0
     if not largest * largest * len(K) < np.finfo(np.float64).max:
         raise ValueError(f"X gives kernel values up to {largest:.3g}, whose products overflow float64: scale the "
                          "features (e.g. StandardScaler or MinMaxScaler) or the precomputed kernel")
+    if not C * largest * largest * len(K) < np.finfo(np.float64).max:
+        raise ValueError(f"C={C!r} is too large for this kernel matrix: C times its products overflows float64; "
+                         "give a smaller C")
 
-def _solve_on_matrix(solve, kernel, X, y, *options):
+def _solve_on_matrix(solve, kernel, X, y, C, *options):
     "A solver that reads the whole kernel matrix of X, with the kernel values computed for it counted in its result."
     K = kernel(X)
-    check_kernel_magnitude(K)
-    return replace(solve(K, y, *options), n_kernel_evals=0 if kernel.name == "precomputed" else K.size)
+    check_kernel_magnitude(K, C)
+    return replace(solve(K, y, C, *options), n_kernel_evals=0 if kernel.name == "precomputed" else K.size)
 
 # %% ../nbs/20_klr.ipynb #8cdb926d
 _PAPER_BOX = dict(bound_eps=1e-5, bound_eps_mode="absolute", tol=1e-5)
@@ -259,6 +262,9 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
         return self.solver_results_[0].trace["objective"]
 
 # %% ../nbs/20_klr.ipynb #d14df698
+class EmptyModelWarning(UserWarning):
+    "A fit kept no point: the model is its bias alone and predicts one class everywhere."
+
 class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
     """l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient)
     iteration."""
@@ -283,8 +289,14 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        "Proximal-gradient steps until the best objective's relative decrease per step falls below `tol` (or max_iter)."
-        return self._fit(X, y)
+        """Proximal-gradient steps until the best objective's relative decrease per step falls below `tol` (or
+        max_iter). A model that keeps no point warns: it is its bias alone and predicts one class."""
+        self._fit(X, y)
+        if not len(self.support_):
+            warnings.warn(f"HalfThresholdingKLR kept no point at C={self.C:g}: the model is its bias alone and predicts "
+                          "one class everywhere; a larger C weighs the data more against the l1/2 penalty",
+                          EmptyModelWarning, stacklevel=3)     # at the caller's fit, past scikit-learn's wrapper
+        return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return _solve_on_matrix(solve_half_thresholding, kernel, X, y, self.C, self.tol, self.max_iter, self.step)
@@ -352,7 +364,7 @@ def fit_half_thresholding_many(
                          "(with gamma='scale' or 'auto' it depends on the part: give gamma as a number)")
     labels = np.where(y == first.classes_[1], 1.0, -1.0)
     K = first._kernel(X)
-    check_kernel_magnitude(K)
+    check_kernel_magnitude(K, max(m.C for m in models))
     results = solve_half_thresholding_many(K, labels, [m.C for m in models], subsets, first.tol, first.max_iter,
                                            first.step)
     for model, (X_part, y_part), result, rows in zip(models, parts, results, subsets):

@@ -79,3 +79,16 @@ def test_a_wrapped_precomputed_kernel_is_split_by_rows_and_columns():
     on_matrix = cross_val_score(wrapped("precomputed"), rbf_kernel(X, gamma=0.5), y, cv=3)
     on_points = cross_val_score(wrapped("rbf"), X, y, cv=3)
     np.testing.assert_allclose(on_matrix, on_points)
+
+
+def test_sparse_input_passes_through_to_a_wrapped_estimator_that_takes_it():
+    import scipy.sparse as sp
+    from sklearn.datasets import make_classification
+    from klrlab import SparseSVC
+    X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    on_sparse = TemperatureScaled(SparseSVC(), random_state=0).fit(sp.csr_matrix(X), y)
+    on_dense = TemperatureScaled(SparseSVC(), random_state=0).fit(X, y)
+    assert on_sparse.temperature_ == pytest.approx(on_dense.temperature_, rel=1e-9)
+    np.testing.assert_allclose(on_sparse.predict_proba(sp.csr_matrix(X)), on_dense.predict_proba(X), atol=1e-12)
+    with pytest.raises(TypeError, match="dense data is required"):       # KLR takes dense X only
+        TemperatureScaled().fit(sp.csr_matrix(X), y)

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 from klrlab import FrankWolfeSVC, HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression
 from klrlab.datasets import make_keerthi_gaussians, make_twonorm
 from klrlab.kernels import Kernel, rbf_kernel
-from klrlab.klr import PRESETS, fit_half_thresholding_many
+from klrlab.klr import PRESETS, EmptyModelWarning, fit_half_thresholding_many
 from klrlab.solvers.half_thresholding import half_threshold
 from klrlab.solvers.smo import solve_path
 
@@ -839,3 +839,22 @@ def test_primal_expansion_estimators_take_the_polynomial_kernels_degree_and_coef
     on_matrix = Estimator(kernel="precomputed").fit(K, y)
     np.testing.assert_allclose(model.decision_function(X), on_matrix.decision_function(K), rtol=1e-9, atol=1e-9)
     assert model.set_params(degree=3).get_params()["degree"] == 3
+
+
+@pytest.mark.parametrize("Estimator", [ImportVectorMachine, HalfThresholdingKLR])
+def test_a_C_whose_curvature_overflows_is_refused_by_name(Estimator):
+    X, y = make_twonorm(40, n_features=3, seed=6)
+    with pytest.raises(ValueError, match=r"C=1e\+308 is too large"):
+        Estimator(C=1e308).fit(X, y)
+    with pytest.raises(ValueError, match=r"C=1e\+308 is too large"):
+        fit_half_thresholding_many([HalfThresholdingKLR(C=1.0), HalfThresholdingKLR(C=1e308)], X, y)
+
+
+def test_half_thresholding_warns_when_it_keeps_no_point():
+    X, y = make_twonorm(60, n_features=3, seed=7)
+    with pytest.warns(EmptyModelWarning, match="kept no point at C=1e-06"):
+        model = HalfThresholdingKLR(C=1e-6).fit(X, y)
+    assert not len(model.support_) and len(np.unique(model.predict(X))) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert len(HalfThresholdingKLR(C=10.0).fit(X, y).support_)

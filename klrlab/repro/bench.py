@@ -203,7 +203,7 @@ def bench_dataset(
 
 # %% ../../nbs/81_bench.ipynb #66a3d6c2
 KLR_C = (1.0, 100.0)                          # question (a): the fixed C values
-KLR_GAMMA = 0.5                               # the RBF width on [0, 1]-scaled features (issue 21; Consolo's sigma = 1)
+KLR_GAMMA = 0.5                               # the RBF width on [0, 1]-scaled features (the targets' width; Consolo's sigma = 1)
 TOLERANCES = (1e-3, 1e-5)                     # LIBSVM's default, and a matched tighter one (KLR's default)
 FLOOR_BLOCK_BYTES = 2**30                     # above this, the floor's kernel matrix is computed in row blocks
 
@@ -330,7 +330,7 @@ def _tuned_fit(make_model, X, y, grid, folds, score, larger_is_better: bool):
     search = _timed(lambda: _cv_choice(make_model, X, y, grid, folds, score, larger_is_better))
     return _final_fit(make_model, X, y, search)
 
-KLR_ROUTE = "klrlab KLR, C by CV log-loss"   # by KernelLogisticRegressionCV since the engine work of issue 21
+KLR_ROUTE = "klrlab KLR, C by CV log-loss"   # by KernelLogisticRegressionCV (cross-validation on one kernel matrix)
 KLR_MATCHED_ROUTE = "klrlab KLR, C by CV log-loss, LIBSVM's tolerance"   # the same at the SVC's tol (TOLERANCES[0])
 KLR_ROUTES = (KLR_ROUTE, KLR_MATCHED_ROUTE)
 
@@ -558,7 +558,7 @@ def bench_linear_dataset(
 # %% ../../nbs/81_bench.ipynb #70a30437
 PATH_GAMMA = 2.0              # the paper's Gaussian width sigma = 0.5 on standardised features: gamma = 1 / (2 sigma^2)
 PATH_SWEEP_SIZE = 100         # the C values of the sweep that the whole path stands in for
-PATH_GRID_SIZE = 30           # GridSearchCV's C values (issue 25)
+PATH_GRID_SIZE = 30           # GridSearchCV's C values
 PATH_FOLDS = 5
 
 def _path_range() -> tuple:
@@ -952,7 +952,7 @@ def read_bench_records(
     return dict(sorted(payloads.items(), key=lambda item: item[1]["environment"]["when"]))
 
 # %% ../../nbs/81_bench.ipynb #669a6a3f
-LARGE_SETS = ("a9a", "ijcnn1")       # issue 21's memory-and-scale sets (own test files)
+LARGE_SETS = ("a9a", "ijcnn1")       # the memory-and-scale sets (own test files)
 LARGE_METHODS = ("klr", "svc")
 
 def _peak_rss_mib() -> float:

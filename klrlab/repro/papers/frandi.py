@@ -6,13 +6,14 @@ Docs: https://klrlab.github.io/klrlab/repro_frandi.html.md"""
 
 # %% auto #0
 __all__ = ['EPS', 'SAMPLE_SIZE', 'ALGORITHM_OF', 'TRIALS_OF', 'CONFIGS', 'REPEATS', 'SERIES', 'LIBSVM_SCALED', 'CVM_MAX_POINTS',
-           'UNEXPLAINED', 'SPEED', 'SWEEP', 'TABLE8', 'EQUAL_EPS', 'EQUAL_C', 'WITHIN', 'EQUAL_MAX_ITER', 'SMO_TOL_OF',
-           'EQUAL', 'PROTOCOL', 'SERIES_OF', 'FAMILY', 'ALTERNATIVES', 'H1_OF', 'load_frandi', 'mean_squared_distance',
-           'frandi_gamma', 'fold_data', 'repetition', 'largest_problem', 'tuners', 'make_model', 'fit_record',
-           'speed_point', 'validation_cells', 'test_cells', 'at_chosen_C', 'chosen_C', 'tuned_by', 'tuner_agreement',
-           'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly', 'difference_reason', 'grid',
-           'figure_speed', 'sweep_pattern', 'equal_point', 'summarize_equal', 'figure_equal', 'figure_series',
-           'signed_rank_test', 'iman_davenport', 'rank_tests', 'conclusions']
+           'UNEXPLAINED', 'PLOTTED_METHODS', 'SPEED', 'SWEEP', 'TABLE8', 'EQUAL_EPS', 'EQUAL_C', 'WITHIN',
+           'EQUAL_MAX_ITER', 'SMO_TOL_OF', 'EQUAL', 'PROTOCOL', 'SERIES_OF', 'FAMILY', 'ALTERNATIVES', 'H1_OF',
+           'load_frandi', 'mean_squared_distance', 'frandi_gamma', 'fold_data', 'repetition', 'largest_problem',
+           'tuners', 'make_model', 'fit_record', 'speed_point', 'validation_cells', 'test_cells', 'at_chosen_C',
+           'chosen_C', 'tuned_by', 'tuner_agreement', 'summarize_speed', 'tuned_C', 'summarize_sweep', 'summarize_poly',
+           'difference_reason', 'grid', 'method_colors', 'method_handles', 'figure_speed', 'sweep_pattern',
+           'equal_point', 'summarize_equal', 'figure_equal', 'figure_series', 'signed_rank_test', 'iman_davenport',
+           'rank_tests', 'conclusions']
 
 # %% ../../../nbs/92_repro_frandi.ipynb #822f4a0a
 import numpy as np
@@ -206,21 +207,36 @@ def difference_reason(row, tolerance: float) -> str:
 # %% ../../../nbs/92_repro_frandi.ipynb #e4fb0064
 def grid(Cs) -> list: return [{"C": float(C)} for C in Cs]
 
+PLOTTED_METHODS = [*CONFIGS, "L2-SMO"]                  # every method a figure draws, in the order of their colours
+
+def method_colors() -> dict:
+    "One colour per method, the same on every panel and figure of the page (matplotlib's default cycle, in order)."
+    import matplotlib.pyplot as plt
+    return dict(zip(PLOTTED_METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+
+def method_handles(colors: dict, methods: list) -> tuple:
+    "Legend handles and labels for `methods` in their colours: one legend for panels that draw different subsets."
+    from matplotlib.lines import Line2D
+    return [Line2D([], [], color=colors[m], marker="o") for m in methods], list(methods)
+
 def figure_speed(cells, tables):
     "Test accuracy and training time against C, one column per dataset (the paper's Figs 7-8 on the sets we ran)."
     import matplotlib.pyplot as plt
     test = test_cells(cells)
     names = sorted(test.dataset.unique())
-    fig, axes = plt.subplots(2, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 5.2), squeeze=False)
+    colors = method_colors()                            # one colour per method on every panel: not every set runs all
+    fig, axes = plt.subplots(2, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 5.6), squeeze=False)
     for k, name in enumerate(names):
         part = test[test.dataset == name].groupby(["config", "C"]).agg(acc=("accuracy_pct", "mean"),
                                                                         sec=("seconds", "median")).reset_index()
         for config, rows in part.groupby("config"):
-            axes[0][k].semilogx(rows.C, rows.acc, "o-", base=2, label=config)
-            axes[1][k].loglog(rows.C, rows.sec, "o-", base=2, label=config)
+            axes[0][k].semilogx(rows.C, rows.acc, "o-", base=2, color=colors[config], label=config)
+            axes[1][k].loglog(rows.C, rows.sec, "o-", base=2, color=colors[config], label=config)
         axes[0][k].set_title(name); axes[1][k].set_xlabel("C")
     axes[0][0].set_ylabel("test accuracy (%)"); axes[1][0].set_ylabel("training seconds")
-    axes[0][0].legend(fontsize=7); fig.tight_layout()
+    shown = [c for c in CONFIGS if c in set(test.config)]
+    fig.legend(*method_handles(colors, shown), loc="lower center", ncol=len(shown), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 def sweep_pattern(cells: pd.DataFrame) -> pd.DataFrame:
@@ -346,19 +362,24 @@ def figure_equal(cells: pd.DataFrame, table: pd.DataFrame):
     import matplotlib.pyplot as plt
     done = cells[cells.status == "done"]
     names = sorted(done.dataset.unique())
-    fig, axes = plt.subplots(1, max(len(names), 1), figsize=(4.6 * max(len(names), 1), 3.8), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    colors = method_colors()
+    n_cols = min(max(len(names), 1), 3)                # at most three panels a row: readable at the page's width
+    n_rows = -(-max(len(names), 1) // n_cols)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.6 * n_cols, 3.8 * n_rows), squeeze=False)
+    for ax in axes.flat[len(names):]: ax.set_visible(False)
+    for ax, name in zip(axes.flat, names):
         part = done[done.dataset == name]
         for method, ladder in part[part.config != "SVC"].groupby("config"):
             ladder = ladder.sort_values("eps", ascending=False)
-            ax.semilogx(ladder.seconds, ladder.accuracy_pct, "o-", label=method)
+            ax.semilogx(ladder.seconds, ladder.accuracy_pct, "o-", color=colors[method], label=method)
         svc = part[part.config == "SVC"]
         if len(svc):
             ax.semilogx(svc.seconds, svc.accuracy_pct, "k*", ms=12, label="SVC (tol 1e-3)")
             ax.axhspan(svc.accuracy_pct.iloc[0] - WITHIN, svc.accuracy_pct.iloc[0] + WITHIN, color="grey", alpha=0.2)
             ax.set_ylim(max(ax.get_ylim()[0], svc.accuracy_pct.iloc[0] - 10), None)
         ax.set_title(f"{name} (n = {int(part.n_train.iloc[0])})"); ax.set_xlabel("training seconds")
-    axes[0][0].set_ylabel("test accuracy (%)"); axes[0][0].legend(fontsize=7)
+    for row in axes: row[0].set_ylabel("test accuracy (%)")
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -407,7 +428,7 @@ def figure_series(t2: pd.DataFrame, t3: pd.DataFrame):
     the support size; ours solid, the paper's dashed."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(4, 2, figsize=(10, 11), sharex="col")
-    colors = dict(zip(FAMILY, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    colors = method_colors()
     for col, (series, members) in enumerate(SERIES_OF.items()):
         frame = _series_frame(t2, t3, members)
         ours_speed, paper_speed = _speedups(frame, "sec"), _speedups(frame, "sec_paper")

@@ -310,11 +310,15 @@ def summarize_adult(cells, profile):
 
 def figure_adult(cells, table):
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     for kernel, colour in (("linear", "C0"), ("rbf", "C1")):
         part = cells[cells.config == kernel].sort_values("m")
         ax.loglog(part.m, adult_time(part), "o-", color=colour, label=f"{kernel}: slope {exponent(cells, kernel):.2f}")
     ax.set_xlabel("training size m")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))      # 1, 2, 5 x 10^k: labels that do not collide
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda m, _: f"{m:,.0f}".replace(",", " ")))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("SMO seconds (CPU, one thread)" if "cpu_seconds" in cells else "SMO seconds")
     ax.legend(title="paper: slope 2.2")
     fig.tight_layout()
