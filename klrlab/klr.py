@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/klr.html.md"""
 
 # %% auto #0
 __all__ = ['PRESETS', 'START_MASS', 'logistic_probabilities', 'logistic_log_probabilities', 'LogisticProbabilities',
-           'check_kernel_magnitude', 'KernelLogisticRegression', 'ImportVectorMachine', 'EmptyModelWarning',
-           'HalfThresholdingKLR', 'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
+           'check_kernel_magnitude', 'KernelLogisticRegression', 'ImportVectorMachine', 'HalfThresholdingKLR',
+           'fit_half_thresholding_many', 'KernelLogisticRegressionCV']
 
 # %% ../nbs/20_klr.ipynb #636ee841
 import warnings
@@ -22,7 +22,7 @@ from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_X_y, check_is_fitted
 
-from .base import BaseKernelClassifier
+from .base import BaseKernelClassifier, ConstantModelWarning
 from .bounds import SaturationWarning, saturated_class
 from .kernels import KernelCache, matrix_megabytes, take_block
 from .dual import box, initial_alpha, lower_bound
@@ -262,9 +262,6 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
         return self.solver_results_[0].trace["objective"]
 
 # %% ../nbs/20_klr.ipynb #d14df698
-class EmptyModelWarning(UserWarning):
-    "A fit kept no point: the model is its bias alone and predicts one class everywhere."
-
 class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
     """l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient)
     iteration."""
@@ -295,7 +292,7 @@ class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
         if not len(self.support_):
             warnings.warn(f"HalfThresholdingKLR kept no point at C={self.C:g}: the model is its bias alone and predicts "
                           "one class everywhere; a larger C weighs the data more against the l1/2 penalty",
-                          EmptyModelWarning, stacklevel=3)     # at the caller's fit, past scikit-learn's wrapper
+                          ConstantModelWarning, stacklevel=3)     # at the caller's fit, past scikit-learn's wrapper
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):

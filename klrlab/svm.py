@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d, validate_data
 
-from .base import BaseKernelClassifier, ovo_winner
+from .base import BaseKernelClassifier, ConstantModelWarning, ovo_winner
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 from .solvers.nssvm import INITS as NSSVM_INITS, JACOBIANS, solve_nssvm
 from .solvers.path import FACTORIZATIONS, interpolate_at, path_at, solve_path
@@ -147,11 +147,17 @@ class SparseSVC(BaseKernelClassifier):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        "Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`."
+        """Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`. A model that predicts one
+        class on all of X warns: NSSVM is a local method, and its rule (67) can stop at such a point."""
         self._fit(X, y)
         if self.kernel == "linear":
             self.coef_ = np.array([r.info["w"] for r in self.solver_results_])
         elif hasattr(self, "coef_"): del self.coef_       # a kernel model has no weight vector: none from a last fit
+        if len(self.classes_) == 2 and self.solver_results_[0].info["one_class"]:   # the solver's own scores
+            warnings.warn(f"SparseSVC predicts one class on all its training data (final s = {self.sparsity_level_}): "
+                          "Newton's method stopped by the paper's rule (67), training accuracy no longer improving; "
+                          "a larger s or beta, or another gamma or kernel, may reach a better point",
+                          ConstantModelWarning, stacklevel=3)
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):

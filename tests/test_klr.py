@@ -16,7 +16,8 @@ from threadpoolctl import threadpool_limits
 from klrlab import FrankWolfeSVC, HalfThresholdingKLR, ImportVectorMachine, KernelLogisticRegression
 from klrlab.datasets import make_keerthi_gaussians, make_twonorm
 from klrlab.kernels import Kernel, rbf_kernel
-from klrlab.klr import PRESETS, EmptyModelWarning, fit_half_thresholding_many
+from klrlab.base import ConstantModelWarning
+from klrlab.klr import PRESETS, fit_half_thresholding_many
 from klrlab.solvers.half_thresholding import half_threshold
 from klrlab.solvers.smo import solve_path
 
@@ -852,7 +853,7 @@ def test_a_C_whose_curvature_overflows_is_refused_by_name(Estimator):
 
 def test_half_thresholding_warns_when_it_keeps_no_point():
     X, y = make_twonorm(60, n_features=3, seed=7)
-    with pytest.warns(EmptyModelWarning, match="kept no point at C=1e-06"):
+    with pytest.warns(ConstantModelWarning, match="kept no point at C=1e-06"):
         model = HalfThresholdingKLR(C=1e-6).fit(X, y)
     assert not len(model.support_) and len(np.unique(model.predict(X))) == 1
     with warnings.catch_warnings():

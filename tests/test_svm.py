@@ -480,3 +480,18 @@ def test_path_cut_short_by_max_breakpoints_says_it_stopped_early_not_that_it_fai
     message = str(caught[0].message)
     assert "stopped early after 1 iterations" in message and "increase max_breakpoints" in message
     assert "did not converge" not in message
+
+
+def test_sparse_svc_warns_when_it_predicts_one_class_on_its_training_data():
+    from sklearn.datasets import make_classification
+    from klrlab import SparseSVC
+    from klrlab.base import ConstantModelWarning
+    # a seed where the RBF variant's rule (67) stops at a constant classifier (s = 31 of 60 points)
+    X, y = make_classification(n_samples=60, n_features=4, n_informative=3, n_redundant=0, n_clusters_per_class=1,
+                               random_state=0)
+    with pytest.warns(ConstantModelWarning, match=r"predicts one class .* \(final s = 31\)"):
+        model = SparseSVC(kernel="rbf").fit(X, y)
+    assert len(np.unique(model.predict(X))) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConstantModelWarning)
+        assert SparseSVC(kernel="rbf").fit(X, 1 - y).score(X, 1 - y) > 0.9

@@ -438,11 +438,13 @@ def solve_nssvm(
                   "certified optimiser.")
     else:
         it, T, s, k, residual, run_info = _algorithm(terms, y, it, T, s, eta, settings, rows)
+    positive = it.f + it.b > 0                          # the model's training predictions, from scores it holds
     return SolverResult(
         alpha=it.alpha, bias=it.b, certificate=Certificate("stationarity_residual", residual, tol), n_iter=k,
         n_kernel_evals=terms.n_kernel_evals - evals_before, converged=bool(residual <= tol),
         objective=it.objective(y), trace=None if rows is None else {key: np.asarray(v) for key, v in rows.items()},
         support=it.support,
-        info=dict(s=s, nnz=len(it.support), w=it.w, working_set=T, accuracy=it.accuracy(y), C=C, c=c,
+        info=dict(s=s, nnz=len(it.support), w=it.w, working_set=T, accuracy=it.accuracy(y),
+                  one_class=bool(positive.all() or not positive.any()), C=C, c=c,
                   jacobian=jacobian, init=init, tune_s=tune_s, reference_heuristics=reference_heuristics, eta0=eta,
                   **run_info, advice=advice))
