@@ -147,8 +147,8 @@ class SparseSVC(BaseKernelClassifier):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`. A model that predicts one
-        class on all of X warns: NSSVM is a local method, and its rule (67) can stop at such a point."""
+        """Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`. A binary model that
+        predicts one class on all of X warns: NSSVM is a local method, and its rule (67) can stop at such a point."""
         self._fit(X, y)
         if self.kernel == "linear":
             self.coef_ = np.array([r.info["w"] for r in self.solver_results_])
