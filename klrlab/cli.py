@@ -47,9 +47,13 @@ def cmd_data_list(
     table = available()
     from klrlab.repro.harness import PAPERS
     paper = PAPERS.get(args.paper, args.paper)          # a paper's name or its number
-    if paper: table = table[table.papers.str.split().apply(lambda ps: paper in ps)]
+    if paper: table = table[table.papers.map(lambda papers: paper in papers.split()).astype(bool)]
     if args.status: table = table[table.status == args.status]
     columns = ["name", "papers", "n_train", "n_test", "p", "balance", "kind", "status", "substitute"]
+    if not len(table):
+        print("no dataset matches" + "".join(f" --{key} {value}" for key, value in
+                                             (("paper", args.paper), ("status", args.status)) if value))
+        return 0
     with __import__("pandas").option_context(
         "display.max_rows", None, "display.width", 200, "display.max_colwidth", 40
     ):
@@ -80,7 +84,7 @@ def cmd_data_fetch(
     for row in report.itertuples():
         print(f"{row.file:55s} {row.origin or 'FAILED'}" + (f"  {row.error}" if row.error else ""))
     failed = report[report.error != ""]
-    print(f"{len(report) - len(failed)} of {len(report)} file(s) local and verified")
+    if len(report): print(f"{len(report) - len(failed)} of {len(report)} file(s) local and verified")
     return 1 if len(failed) or unavailable else 0
 
 # %% ../nbs/89_cli.ipynb #b0f89a79
@@ -127,6 +131,9 @@ def _repro_plan(args) -> dict:
     for paper, has in known.items():
         mine = {key: None if names is None else [n for n in names if n in has[key]] for key, names in wanted.items()}
         if all(names is None or names for names in mine.values()): plan[paper] = mine
+    if not plan:                  # each name belongs to some paper, but no paper has them all: nothing would run
+        given = "; ".join(f"--{key} {','.join(names)}" for key, names in wanted.items() if names)
+        raise ReproError(f"no paper has all of {given}: give names of one paper, or name the paper instead of 'all'")
     return plan
 
 def _print_run(paper: str, result) -> None:
@@ -165,6 +172,15 @@ def _numbers(text: str | None, name: str) -> list | None:
     except ValueError:
         raise ValueError(f"--{name} {text!r}; accepted: comma-separated numbers, e.g. 1,100") from None
 
+def _gamma(text: str | None) -> float | str | None:
+    "--gamma: one number > 0 or 'scale' (None if not given); a ValueError naming the option otherwise."
+    if text in (None, "scale"): return text
+    try: value = float(text)
+    except ValueError: value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"--gamma {text!r}; accepted: one number > 0, or scale")
+    return value
+
 def _print_klr_bench(table) -> None:
     "The KLR family's two questions, one line per set (and per C and tolerance), then the medians."
     from klrlab.repro.bench import calibrated_table, fixed_C_table, headline
@@ -190,7 +206,7 @@ def cmd_bench(
     pin_one_thread()                              # before anything imports libsvm-official (its OpenMP runtime)
     questions = _csv_list(args.questions, "questions")
     table = bench(_csv_list(args.datasets, "datasets"), C=_numbers(args.C, "C"), kernel=args.kernel,
-                  gamma=args.gamma if args.gamma in (None, "scale") else _numbers(args.gamma, "gamma")[0],
+                  gamma=_gamma(args.gamma),
                   tol=_numbers(args.tol, "tol"), repeats=args.repeats, offline=args.offline,
                   out=args.out if args.out is not None else load_settings().out_dir / "bench",
                   family=args.family, eps=args.eps,

@@ -94,8 +94,9 @@ def verify(path: Path, spec: CanonicalFile, where: str) -> Path:
     actual = sha256_of(path)
     if actual != spec.sha256:
         raise ChecksumError(f"{where} file {path} has sha256 {actual}, but the canonical {spec.dataset}/{spec.file} "
-                            f"has {spec.sha256}: the file is corrupted or a different version. Nothing was cached; "
-                            f"replace or remove that file.")
+                            f"has {spec.sha256}: the file is corrupted or a different version. "
+                            + ("Remove it: a download or fetch puts the verified file in its place." if where == "cached"
+                               else "Nothing was cached; replace or remove that file."))
     return path
 
 # %% ../nbs/02_datasets.ipynb #f56950f2
@@ -188,13 +189,13 @@ def _skipped_warning(corrupted: list, used: str):
 
 def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> tuple:
     """Find `spec`'s verified file: the cache, then each mirror, then its URL. Returns (path, origin). A corrupted
-    mirror copy is passed over with a `CorruptedCopyWarning`; if no source has a good copy, its `ChecksumError` is
-    raised."""
+    copy (cached or in a mirror) is passed over with a `CorruptedCopyWarning`; if no source has a good copy, its
+    `ChecksumError` is raised."""
     settings = settings or load_settings()
-    cached = settings.data_home / spec.dataset / spec.file
+    cached, corrupted = settings.data_home / spec.dataset / spec.file, []
     if cached.is_file():
-        return verify(cached, spec, "cached"), "cache"
-    corrupted = []
+        try: return verify(cached, spec, "cached"), "cache"
+        except ChecksumError as e: corrupted.append(e)
     for mirror in settings.mirrors:
         candidate = Path(mirror) / spec.dataset / spec.file
         if not candidate.is_file(): continue

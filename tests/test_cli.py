@@ -215,6 +215,13 @@ def test_repro_all_applies_experiment_and_config_filters_per_paper():
                                                    .get_protocol("consolo").experiments]
 
 
+def test_repro_all_with_filters_no_paper_has_together_refuses_instead_of_running_nothing(capsys):
+    # keerthi-gauss2d is Keerthi's, the SVC configuration Frandi's: each name is known, the pair is no paper's
+    assert main(["repro", "all", "--datasets", "keerthi-gauss2d", "--configs", "SVC", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no paper has all of --datasets keerthi-gauss2d; --configs SVC" in err and "Traceback" not in err
+
+
 def test_cli_bench_with_one_question_prints_it_and_writes_strict_json(tmp_path, capsys):
     argv = ["bench", "--datasets", "keerthi-gauss2d", "--questions", "fixed_C", "--C", "1", "--tol", "1e-3",
             "--repeats", "1", "--no-memory", "--out", str(tmp_path), "--record", "one"]
@@ -239,3 +246,30 @@ def test_bench_checks_eps_and_an_empty_out_before_loading_anything(capsys):
     assert "eps = -1.0; accepted: a number > 0" in capsys.readouterr().err
     assert main(["bench", "--datasets", "twonorm", "--out", ""]) == 2
     assert "is empty; give a folder" in capsys.readouterr().err
+
+
+def test_bench_that_can_have_none_of_its_datasets_writes_no_record(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KLRLAB_MIRROR", "")
+    monkeypatch.setenv("KLRLAB_DATA_HOME", str(tmp_path / "empty-home"))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "baseline.json").write_text("{}")        # a record the run must not replace
+    argv = ["bench", "--datasets", "banana", "--repeats", "1", "--offline", "--out", str(tmp_path / "out"),
+            "--record", "baseline"]
+    assert main(argv) == 2
+    assert "nothing was measured and no record written" in capsys.readouterr().err
+    assert (tmp_path / "out" / "baseline.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("gamma", ["1,7", "foo", "-1", "inf"])
+def test_bench_gamma_takes_one_positive_number_or_scale(gamma, capsys):
+    assert main(["bench", "--datasets", "keerthi-gauss2d", "--gamma", gamma, "--repeats", "1"]) == 2
+    assert f"--gamma {gamma!r}; accepted: one number > 0, or scale" in capsys.readouterr().err
+
+
+def test_data_list_with_no_match_says_so(capsys, monkeypatch):
+    import klrlab.datasets as datasets
+    every = datasets.available()
+    monkeypatch.setattr(datasets, "available", lambda: every[every.status == "none such"])   # no row matches
+    assert main(["data", "list", "--paper", "keerthi", "--status", "missing"]) == 0
+    out = capsys.readouterr().out
+    assert "no dataset matches --paper keerthi --status missing" in out and "Empty DataFrame" not in out

@@ -423,6 +423,19 @@ def test_a_corrupted_mirror_copy_is_passed_over_for_the_next_mirror(tmp_path):
 
 
 @needs_mirror
+def test_a_corrupted_cached_copy_is_passed_over_for_a_good_mirror_copy(tmp_path):
+    cache = _corrupted_mirror(tmp_path)                    # the flipped file, used as the data home
+    settings = settings_for(tmp_path, [MIRROR[0]])
+    settings = type(settings)(**{**settings.__dict__, "data_home": cache})
+    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy skipped.*cached file .* Remove it"):
+        path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
+    assert origin == "mirror" and Path(path) == Path(MIRROR[0]) / "sonar" / "sonar.all-data"
+    settings = type(settings)(**{**settings.__dict__, "mirrors": ()})
+    with pytest.raises(ChecksumError, match="cached file .* Remove it: a download or fetch puts"):
+        resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
+
+
+@needs_mirror
 def test_a_corrupted_copy_with_no_good_source_raises_its_checksum_error(tmp_path, monkeypatch):
     def no_network(spec, cache_dir, timeout=60.0):
         raise DatasetUnavailable("could not download: no network")

@@ -829,6 +829,9 @@ def bench(
             records += [r | dict(group=group) for r in found]
         elif family == "svm": records += bench_svm_dataset(*parts, settings["gamma"], settings["tol"][0], eps, repeats)
         else: records += bench_linear_dataset(*parts, settings["tol"][0], repeats, _zhou_beta(name, len(data.y)))
+    if not records and skipped:              # an empty record would say nothing, and could replace a real one
+        raise ReproError(f"no dataset of {', '.join(s['dataset'] for s in skipped)} can be had here, so nothing was "
+                         f"measured and no record written: {skipped[0]['reason']}")
     frame = pd.DataFrame(records)
     if folder is not None:
         one = lambda values: values if family == "klr" else values[0]
@@ -839,7 +842,7 @@ def bench(
         if family == "klr":
             parameters |= dict(questions=settings["questions"], feature_scaling=FEATURE_SCALING, grid=grid,
                                folds=CALIBRATION_FOLDS,
-                               svc_tuning=svc_tuning, calibrated_repeats=calibrated_repeats, cache_mb=200,
+                               svc_tuning=svc_tuning, calibrated_repeats=calibrated_repeats, svc_cache_mb=200,
                                memory=MEMORY_METHOD if memory else None)
         load = dict(start=load_before, end=os.getloadavg() if hasattr(os, "getloadavg") else None)
         payload = dict(environment=environment() | dict(load_average=load), parameters=parameters, records=records,

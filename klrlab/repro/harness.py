@@ -233,10 +233,18 @@ def load_record(
     cell: Cell,  # the cell
     fingerprint: str,  # the code fingerprint
 ) -> dict | None:
-    "The stored result of `cell`, or None (a damaged file counts as missing)."
+    "The stored result of `cell`, or None (a damaged file, or one that is not this cell's record, reads as missing)."
     path = cell_path(store, cell, fingerprint)
-    try: return json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError): return None
+    try: record = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError): return None          # ValueError: bad JSON or bytes that are not text
+    return record if _is_record_of(record, cell) else None
+
+def _is_record_of(record, cell: Cell) -> bool:
+    "Whether parsed JSON is a finished record of `cell`: its fields, a known status and a metrics table."
+    if not isinstance(record, dict) or not isinstance(record.get("cell"), dict): return False
+    if record.get("status") not in ("done", "skipped") or not isinstance(record.get("metrics"), dict): return False
+    try: return Cell(**record["cell"]) == cell
+    except TypeError: return False
 
 # %% ../../nbs/80_harness.ipynb #1fde3f47
 @lru_cache(maxsize=8)
@@ -495,10 +503,15 @@ def _stored_rows(paper: str, profile: str, missing: Sequence[tuple], folder=None
     keys = zip(stored.experiment, stored.dataset, stored.fold, stored.config)
     return stored[[key in wanted for key in keys]].drop(columns="source", errors="ignore").assign(source="stored")
 
-def _with_source(table: pd.DataFrame, stored_sets: set) -> pd.DataFrame:
-    "The table with a `source` column: `stored` for the rows of datasets read from stored cells, else `computed`."
+def _with_source(table: pd.DataFrame, stored_sets: set, computed_sets: set | None = None) -> pd.DataFrame:
+    """The table with a `source` column: `stored` for the rows of datasets read from stored cells, else `computed`. A
+    row over several sets (a name that is none of them, e.g. a scaling exponent) is `stored` when every set it can
+    rest on was, `stored and computed` when both kinds were there."""
     if "dataset" not in table or "ours" not in table: return table
-    source = np.where(table.dataset.isin(stored_sets), "stored", "computed")
+    computed_sets = set() if computed_sets is None else computed_sets
+    overall = ("stored and computed" if stored_sets and computed_sets else "stored" if stored_sets else "computed")
+    known = table.dataset.isin(stored_sets | computed_sets)
+    source = np.where(known, np.where(table.dataset.isin(stored_sets), "stored", "computed"), overall)
     return table.assign(source=np.where(table.ours.isna(), "", source))
 
 def store_cells(
@@ -633,7 +646,8 @@ def _write_outputs(protocol, result, runnable, records, profile, standing_in) ->
         parts = ([records_frame(mine).assign(source="computed")] if mine else []) + ([stored] if len(stored) else [])
         cells = pd.concat(parts, ignore_index=True)
         stored_sets = set(stored.dataset) if len(stored) else set()
-        tables = {name: _with_source(table, stored_sets)
+        computed_sets = {r["cell"]["dataset"] for r in mine if r["status"] == "done"}
+        tables = {name: _with_source(table, stored_sets, computed_sets)
                   for name, table in _tables_of(protocol.paper, exp, exp.summarize(cells, profile)).items()}
         result.cells[exp.name] = cells
         _atomic_write_text(folder / f"{exp.name}_cells.csv", cells.to_csv(index=False))
