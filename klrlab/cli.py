@@ -214,6 +214,11 @@ def cmd_bench(
                   questions=questions, grid=_numbers(args.grid, "grid") or CALIBRATION_GRID,
                   svc_tuning=args.svc_tuning, calibrated_repeats=args.calibrated_repeats, memory=not args.no_memory,
                   record=args.record)
+    if not len(table) and table.attrs.get("skipped"):      # bench writes no record then: say why, and fail
+        skipped = table.attrs["skipped"]
+        print(f"klrlab bench: no dataset of {', '.join(s['dataset'] for s in skipped)} can be had here, so nothing "
+              f"was measured and no record written: {skipped[0]['reason']}", file=sys.stderr)
+        return 2
     if args.family == "klr" and "question" in table and set(table.question) - {"same_C"}:
         _print_klr_bench(table)
     elif len(table):

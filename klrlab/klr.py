@@ -190,9 +190,10 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         return result
 
     def _support(self, result):
-        """Sparse KLR (lam > 0): the points whose alpha is above the lower bound (Consolo et al.: alpha_i <= gamma
-        counts as zero). Plain KLR: every point, as each alpha >= the bound > 0 is part of the certified solution."""
-        if result.info["lam"] == 0: return np.arange(len(result.alpha))
+        """The points whose alpha is above the lower bound gamma (Consolo et al.: alpha_i <= gamma counts as zero). Plain
+        KLR at Keerthi's negligible bound (lam = 0, bound_eps=None): every point, as each alpha >= mu C > 0 is part of
+        the certified solution, and mu C is not negligible at a very large C."""
+        if result.info["lam"] == 0 and getattr(self, "bound_eps", None) is None: return np.arange(len(result.alpha))
         return np.flatnonzero(result.alpha > result.info["lo"] * (1 + 1e-9))
 
     @property

@@ -808,6 +808,10 @@ def test_plain_klr_keeps_every_point_so_a_huge_C_keeps_its_certified_decision():
         np.testing.assert_allclose(model.decision_function(X), full, rtol=1e-9, atol=1e-9 * np.abs(full).max())
     assert np.sum(np.isclose(alpha, model.solver_results_[0].info["lo"])) > 10     # many points at the bound at 1e13
     assert model.score(X, y) > 0.95
+    # a bound the user sets is Consolo et al.'s gamma, below which a point counts as zero, also at lam = 0
+    bounded = KernelLogisticRegression(C=1e3, bound_eps=1e-3).fit(X, y)
+    at_bound = bounded.solver_results_[0].alpha <= bounded.solver_results_[0].info["lo"] * (1 + 1e-9)
+    assert at_bound.any() and np.array_equal(bounded.support_, np.flatnonzero(~at_bound))
 
 
 @pytest.mark.parametrize("estimator, attributes", [
