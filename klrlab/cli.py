@@ -177,7 +177,7 @@ def _gamma(text: str | None) -> float | str | None:
     if text in (None, "scale"): return text
     try: value = float(text)
     except ValueError: value = float("nan")
-    if not value > 0 or value == float("inf"):
+    if not 0 < value < float("inf"):                    # NaN fails it too
         raise ValueError(f"--gamma {text!r}; accepted: one number > 0, or scale")
     return value
 

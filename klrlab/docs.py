@@ -527,8 +527,8 @@ SETTING_COLUMNS = ("tol", "eps", "C", "gamma", "lam")    # parameters (also as a
 
 def readable(table, digits: int = 3):
     """A table as a page shows it: parameter columns (named or ending `_` + one of `SETTING_COLUMNS`) as written
-    ('1e-05'), whole-number columns
-    as integers, every other number to `digits` significant digits; missing values stay blank."""
+    ('1e-05'), whole-number columns as integers, every other number to `digits` significant digits; missing values
+    stay blank."""
     import pandas as pd
     out = table.copy()
     for name in out.columns:

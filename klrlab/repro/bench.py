@@ -203,7 +203,7 @@ def bench_dataset(
 
 # %% ../../nbs/81_bench.ipynb #66a3d6c2
 KLR_C = (1.0, 100.0)                          # question (a): the fixed C values
-KLR_GAMMA = 0.5                               # the RBF width on [0, 1]-scaled features (the targets' width; Consolo's sigma = 1)
+KLR_GAMMA = 0.5                               # the RBF width on [0, 1]-scaled features (Consolo's sigma = 1)
 TOLERANCES = (1e-3, 1e-5)                     # LIBSVM's default, and a matched tighter one (KLR's default)
 FLOOR_BLOCK_BYTES = 2**30                     # above this, the floor's kernel matrix is computed in row blocks
 

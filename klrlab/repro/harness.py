@@ -503,12 +503,11 @@ def _stored_rows(paper: str, profile: str, missing: Sequence[tuple], folder=None
     keys = zip(stored.experiment, stored.dataset, stored.fold, stored.config)
     return stored[[key in wanted for key in keys]].drop(columns="source", errors="ignore").assign(source="stored")
 
-def _with_source(table: pd.DataFrame, stored_sets: set, computed_sets: set | None = None) -> pd.DataFrame:
+def _with_source(table: pd.DataFrame, stored_sets: set, computed_sets: set) -> pd.DataFrame:
     """The table with a `source` column: `stored` for the rows of datasets read from stored cells, else `computed`. A
     row over several sets (a name that is none of them, e.g. a scaling exponent) is `stored` when every set it can
     rest on was, `stored and computed` when both kinds were there."""
     if "dataset" not in table or "ours" not in table: return table
-    computed_sets = set() if computed_sets is None else computed_sets
     overall = ("stored and computed" if stored_sets and computed_sets else "stored" if stored_sets else "computed")
     known = table.dataset.isin(stored_sets | computed_sets)
     source = np.where(known, np.where(table.dataset.isin(stored_sets), "stored", "computed"), overall)

@@ -144,9 +144,13 @@ class _Iterate:
         S = self.support
         return float(0.5 * (y[S] * self.alpha[S]) @ self.f[S] + 0.5 * self.alpha[S] @ self.e[S] - self.alpha[S].sum())
 
+    def predictions(self) -> np.ndarray:
+        "sgn(Xw + b) on the training points, with sgn(t) = 1 for t > 0, else -1 (as (68))."
+        return np.where(self.f + self.b > 0, 1.0, -1.0)
+
     def accuracy(self, y) -> float:
-        "ACC of (68) as a fraction, with the scores Xw + b: sgn(t) = 1 for t > 0, else -1."
-        return float(np.mean(np.where(self.f + self.b > 0, 1.0, -1.0) == y))
+        "ACC of (68) as a fraction."
+        return float(np.mean(self.predictions() == y))
 
     def working_set(self, eta: float, s: int, y=None) -> np.ndarray:
         """T in T_s(alpha - eta g(z)) of (27); given the labels y (the safeguard), a one-class T of s >= 2 points has
@@ -438,13 +442,13 @@ def solve_nssvm(
                   "certified optimiser.")
     else:
         it, T, s, k, residual, run_info = _algorithm(terms, y, it, T, s, eta, settings, rows)
-    positive = it.f + it.b > 0                          # the model's training predictions, from scores it holds
+    predicted = it.predictions()                        # the model's training predictions, from scores it holds
     return SolverResult(
         alpha=it.alpha, bias=it.b, certificate=Certificate("stationarity_residual", residual, tol), n_iter=k,
         n_kernel_evals=terms.n_kernel_evals - evals_before, converged=bool(residual <= tol),
         objective=it.objective(y), trace=None if rows is None else {key: np.asarray(v) for key, v in rows.items()},
         support=it.support,
-        info=dict(s=s, nnz=len(it.support), w=it.w, working_set=T, accuracy=it.accuracy(y),
-                  one_class=bool(positive.all() or not positive.any()), C=C, c=c,
+        info=dict(s=s, nnz=len(it.support), w=it.w, working_set=T, accuracy=float(np.mean(predicted == y)),
+                  one_class=bool(np.all(predicted == predicted[0])), C=C, c=c,
                   jacobian=jacobian, init=init, tune_s=tune_s, reference_heuristics=reference_heuristics, eta0=eta,
                   **run_info, advice=advice))
