@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="auto (default): Quarto if installed, else the fallback")
     docs.add_argument("--out", metavar="DIR", help="also copy the built site to DIR (replacing it)")
     docs.add_argument("--no-check", action="store_true", help="build only; skip the page/figure/link check")
-    docs.set_defaults(func=cmd_docs)
+    docs.set_defaults(func=cmd_docs, parser=docs)
     data = sub.add_parser("data", help="list and fetch the papers' datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
     listing = data_sub.add_parser(
@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", choices=["cached", "mirror", "generated", "bundled", "substitute", "missing"],
                          help="only this status ('generated' and 'bundled': the files are missing, and the same data "
                               "is generated here or taken from scikit-learn)")
-    listing.set_defaults(func=cmd_data_list)
+    listing.set_defaults(func=cmd_data_list, parser=listing)
     fetch = data_sub.add_parser(
         "fetch",
         help="verify (and download if needed) datasets' canonical files",
@@ -273,10 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("names", nargs="*", metavar="NAME", help="dataset names (see `klrlab data list`)")
     fetch.add_argument("--all", action="store_true", help="every dataset that has canonical files")
     fetch.add_argument("--offline", action="store_true", help="do not download; only check the cache and mirrors")
-    fetch.set_defaults(func=cmd_data_fetch)
+    fetch.set_defaults(func=cmd_data_fetch, parser=fetch)
     _add_repro(sub); _add_bench(sub)
     settings = sub.add_parser("settings", help="show the resolved run settings (settings.ini + KLRLAB_* variables)")
-    settings.set_defaults(func=cmd_settings)
+    settings.set_defaults(func=cmd_settings, parser=settings)
     return parser
 
 def _add_repro(sub) -> None:
@@ -327,7 +327,7 @@ def _add_repro(sub) -> None:
     repro.add_argument("--quiet", action="store_true", help="no progress bar")
     repro.add_argument("--store", metavar="DIR", help="merge the computed cells into DIR/PAPER_PROFILE_cells.csv.gz "
                        "(the results kept with the notebooks: nbs/results)")
-    repro.set_defaults(func=cmd_repro)
+    repro.set_defaults(func=cmd_repro, parser=repro)
 
 def _add_bench(sub) -> None:
     bench = sub.add_parser(
@@ -396,13 +396,15 @@ def _add_bench(sub) -> None:
     bench.add_argument("--record", metavar="NAME", help="the record's file name without .json (default "
                        "bench-<family>-<UTC time>), e.g. bench_klr_before")
     bench.add_argument("--offline", action="store_true", help="never download; use the cache and mirrors only")
-    bench.set_defaults(func=cmd_bench)
+    bench.set_defaults(func=cmd_bench, parser=bench)
 
 def main(
     argv=None,  # the arguments (default: sys.argv[1:])
 ) -> int:  # the exit code
     "Run the `klrlab` command; returns the exit code (2 for bad input, 130 when interrupted)."
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:                  # the command's own usage, not the top level's (the options belong to the command)
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args)
     except (SettingsError, ValueError, RuntimeError, OSError) as e:  # DatasetError and ReproError are ValueErrors

@@ -43,7 +43,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import Bunch
 
 import klrlab
-from .config import load_settings
+from .config import Settings, load_settings
 
 # %% ../nbs/02_datasets.ipynb #ce32309d
 REGISTRY_DIR = Path(klrlab.__file__).parent / "registry"
@@ -187,11 +187,18 @@ def _skipped_warning(corrupted: list, used: str):
         warnings.warn(f"{copies} skipped, the file came from {used}: "
                       + " | ".join(map(str, corrupted)), CorruptedCopyWarning, stacklevel=3)
 
+def _settings_or_default(settings) -> Settings:
+    "`settings` as given, or the resolved lab settings for None; a clear error for anything else."
+    if settings is None: return load_settings()
+    if not isinstance(settings, Settings):
+        raise TypeError(f"settings={settings!r}; give None (the lab settings) or a Settings from load_settings()")
+    return settings
+
 def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> tuple:
     """Find `spec`'s verified file: the cache, then each mirror, then its URL. Returns (path, origin). A corrupted
     copy (cached or in a mirror) is passed over with a `CorruptedCopyWarning`; if no source has a good copy, its
     `ChecksumError` is raised."""
-    settings = settings or load_settings()
+    settings = _settings_or_default(settings)
     cached, corrupted = settings.data_home / spec.dataset / spec.file, []
     if cached.is_file():
         try: return verify(cached, spec, "cached"), "cache"
@@ -219,7 +226,7 @@ def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> 
 
 def locate(spec: CanonicalFile, settings=None) -> str:
     "Where `spec` would come from without downloading: 'cached', 'mirror' or 'missing' (checksums not checked)."
-    settings = settings or load_settings()
+    settings = _settings_or_default(settings)
     if (settings.data_home / spec.dataset / spec.file).is_file(): return "cached"
     if any((Path(m) / spec.dataset / spec.file).is_file() for m in settings.mirrors): return "mirror"
     return "missing"
@@ -1212,7 +1219,7 @@ SCALINGS = ("minmax01", "minmax11", "zscore")
 def get_spec(name: str) -> DatasetSpec:
     "The registry entry `name`, or a `DatasetError` listing the closest names."
     if not isinstance(name, str) or name not in REGISTRY:
-        close = difflib.get_close_matches(str(name).lower(), list(REGISTRY), n=5, cutoff=0.5)
+        close = difflib.get_close_matches(str(name).lower(), list(REGISTRY), n=5, cutoff=0.6)
         hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; `klrlab data list` shows every name"
         raise DatasetError(f"unknown dataset {name!r}{hint}")
     return REGISTRY[name]
@@ -1257,7 +1264,7 @@ def _check_split(spec: DatasetSpec, split):
     if isinstance(split, (float, np.floating)) and 0 < split < 1: return float(split)
     raise DatasetError(f"split={split!r}; a test fraction must lie strictly between 0 and 1")
 
-def _apply_split(data: Bunch, split, seed: int) -> tuple:
+def _apply_split(data: Bunch, split, seed: int, generated: bool = False) -> tuple:
     "Return (X, y, X_test, y_test, description) after the split rule."
     X, y, Xt, yt = data.X, data.y, data.get("X_test"), data.get("y_test")
     if split == "first-15000":
@@ -1277,7 +1284,8 @@ def _apply_split(data: Bunch, split, seed: int) -> tuple:
         y,
         Xt,
         yt,
-        "the source's fixed training/test files" if Xt is not None else "all points (no fixed test set)",
+        ("the generator's own training and test parts" if generated else "the source's fixed training/test files")
+        if Xt is not None else "all points (no fixed test set)",
     )
 
 # %% ../nbs/02_datasets.ipynb #4604c78f
@@ -1309,7 +1317,7 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
             f"pass allow_substitute=True to use it (it is then marked as such in its metadata)"
         )
     split = _check_split(spec, split)
-    settings = settings or load_settings()
+    settings = _settings_or_default(settings)
     used = []
     def fetch(dataset_dir, file):
         canonical = CANONICAL_FILES[(dataset_dir, file)]
@@ -1334,7 +1342,7 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
         raise DatasetError(
             f"{name}: the label rule ({spec.label_rule}) leaves a single class; the file or the rule is wrong"
         )
-    X, y, Xt, yt, split_text = _apply_split(data, split, int(seed))
+    X, y, Xt, yt, split_text = _apply_split(data, split, int(seed), spec.kind == "generated")
     X, Xt = scale_features(
         np.ascontiguousarray(X, dtype=np.float64),
         None if Xt is None else np.ascontiguousarray(Xt, dtype=np.float64),
@@ -1364,7 +1372,7 @@ def status(spec: DatasetSpec, settings=None) -> str:
 
 def available(settings=None) -> pd.DataFrame:
     "Every registered dataset: name, papers, size, dimension, class balance, kind, status and substitute."
-    settings = settings or load_settings()
+    settings = _settings_or_default(settings)
     rows = [
         dict(
             name=s.name,
@@ -1387,7 +1395,7 @@ def available(settings=None) -> pd.DataFrame:
 def fetch_datasets(names=None, settings=None, allow_download: bool = True) -> pd.DataFrame:
     """Make the canonical files of `names` (default: every dataset with files) local and verified; one row per file with
     its origin."""
-    settings = settings or load_settings()
+    settings = _settings_or_default(settings)
     specs = [get_spec(n) for n in names] if names else [s for s in REGISTRY.values() if s.files]
     rows, seen = [], set()
     for spec in specs:

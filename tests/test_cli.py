@@ -68,6 +68,8 @@ def test_cli_repro_help_documents_everything(capsys):
         (["repro", "nobody"], "invalid choice"),
         (["repro", "keerthi", "--profile", "full"], "invalid choice"),
         (["repro", "keerthi", "--out", "/proc/klrlab-x"], "not writable"),
+        (["repro", "keerthi", "--bogus"], "klrlab repro: error: unrecognized arguments: --bogus"),
+        (["data", "list", "--bogus"], "klrlab data list: error: unrecognized arguments: --bogus"),
         (["bench", "--datasets", "nope"], "unknown dataset"),
         (["repro", "consolo", "--datasets", "nosuchset"], "unknown dataset of consolo's quick profile 'nosuchset'"),
         (["repro", "all", "--datasets", "wisconsin,nosuchset"], "unknown dataset(s) nosuchset"),

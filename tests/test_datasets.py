@@ -494,6 +494,20 @@ def test_unknown_name_suggests_close_matches():
         load("ionosphre")
     with pytest.raises(DatasetError, match="klrlab data list"):
         load("zzzzzz")
+    with pytest.raises(DatasetError, match="unknown dataset 'nosuch'; `klrlab data list`"):   # no far-fetched hint
+        load("nosuch")
+
+
+def test_settings_must_be_settings_or_none():
+    with pytest.raises(TypeError, match="settings='x'; give None"):
+        load("keerthi-gauss2d", settings="x")
+    with pytest.raises(TypeError, match="settings=3; give None"):
+        available(settings=3)
+
+
+def test_generated_sets_say_their_test_part_is_generated():
+    assert load("keerthi-gauss2d").meta["split"] == "the generator's own training and test parts"
+    assert load("twonorm").meta["split"] == "all points (no fixed test set)"
 
 
 @pytest.mark.parametrize(

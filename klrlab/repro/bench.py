@@ -945,7 +945,7 @@ def headline(
 
 def read_bench_records(
     folder,  # a folder of bench JSON records
-    pattern: str = "bench_klr_*.json",  # which files
+    pattern: str = "bench[-_]klr[-_]*.json",  # which files: the stored bench_klr_* and the command's bench-klr-*
 ) -> dict:
     "The records in `folder` matching `pattern`, {file stem: payload}, oldest first (by the run's time)."
     payloads = {p.stem: json.loads(p.read_text()) for p in Path(folder).glob(pattern)}

@@ -353,6 +353,8 @@ def check_out_dir(
     if not str(out).strip():                 # Path('') would be the working directory
         raise ReproError(f"output folder {str(out)!r} is empty; give a folder")
     out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ReproError(f"output folder {str(out)!r} is a file; give a folder with out= / --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"): pass

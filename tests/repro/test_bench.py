@@ -200,9 +200,12 @@ def test_summaries_add_the_svc_routes_at_klr_tolerance_when_the_record_has_them(
 
 
 def test_read_bench_records_orders_by_run_time(tmp_path):
-    for name, when in (("bench_klr_new", "2026-11-26T00:00:00Z"), ("bench_klr_before", "2026-11-25T00:00:00Z")):
+    runs = (("bench_klr_new", "2026-11-26T00:00:00Z"), ("bench_klr_before", "2026-11-25T00:00:00Z"),
+            ("bench-klr-20261127T000000Z", "2026-11-27T00:00:00Z"), ("bench-svm-20261128T000000Z", "2026-11-28T"))
+    for name, when in runs:
         (tmp_path / f"{name}.json").write_text(json.dumps(dict(environment=dict(when=when), records=[])))
-    assert list(read_bench_records(tmp_path)) == ["bench_klr_before", "bench_klr_new"]
+    # the stored records and the command's own (bench-klr-<time>), not another family's
+    assert list(read_bench_records(tmp_path)) == ["bench_klr_before", "bench_klr_new", "bench-klr-20261127T000000Z"]
 
 
 def test_pin_one_thread_sets_every_thread_variable(monkeypatch):

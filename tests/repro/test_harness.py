@@ -190,6 +190,9 @@ def test_unwritable_output_folder(tmp_path):
     blocker.write_text("x")
     with pytest.raises(ReproError, match="not writable"):
         run("keerthi", out=blocker / "sub", progress=False)
+    with pytest.raises(ReproError, match="is a file; give a folder"):
+        run("keerthi", out=blocker, progress=False)
+    assert blocker.read_text() == "x"
 
 
 def test_unknown_papers_and_every_paper_implemented():
