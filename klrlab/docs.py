@@ -464,6 +464,11 @@ def _render_quarto(cfg) -> Path:
 # %% ../nbs/04_docs.ipynb #1398e129
 SITE_MARK = ".klrlab-site"   # in every built site: a folder holding it is a previous build, safe to replace
 
+def _is_built_site(folder: Path) -> bool:
+    "Whether `folder` is a site build_docs built: marked, or (built before the mark) a rendered site's layout."
+    return (folder / SITE_MARK).exists() or all((folder / name).exists() for name in ("index.html", "search.json",
+                                                                                        "site_libs"))
+
 def _site_destination(out) -> Path | None:
     """The folder to copy the site into: a new or empty folder, or a previous build; an error for anything else,
     since the copy replaces the folder's contents."""
@@ -471,7 +476,7 @@ def _site_destination(out) -> Path | None:
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"out={str(out)!r} is a file; give a folder for the site")
-    if out.is_dir() and any(out.iterdir()) and not (out / SITE_MARK).exists():
+    if out.is_dir() and any(out.iterdir()) and not _is_built_site(out):
         raise ValueError(f"out={str(out)!r} holds files that are not a klrlab site; give a new or empty folder "
                          "(the site replaces the folder's contents)")
     return out
