@@ -8,11 +8,12 @@ Docs: https://klrlab.github.io/klrlab/docs.html.md"""
 __all__ = ['TABLE_BOX', 'MATH_SCRIPT', 'LISTING_LINES', 'SITE_MARK', 'NUMBER_WORDS', 'SETTING_COLUMNS', 'DocsReport', 'page_name',
            'doc_notebooks', 'notebook_figures', 'read_page', 'markdown_starts', 'readme_headings', 'page_problems',
            'check_site', 'mathjax_dir', 'copy_math_assets', 'local_math', 'box_tables', 'fold_listings',
-           'relative_links', 'polish_site', 'quarto_available', 'stage_quarto_names', 'build_docs', 'in_words',
-           'listing', 'slashed', 'spread', 'percent', 'points', 'sci', 'thousands', 'readable', 'typed_numbers',
-           'notebook_prose']
+           'toc_sections_only', 'relative_links', 'polish_site', 'quarto_available', 'stage_quarto_names', 'build_docs',
+           'in_words', 'listing', 'slashed', 'spread', 'percent', 'points', 'sci', 'thousands', 'readable',
+           'typed_numbers', 'notebook_prose']
 
 # %% ../nbs/04_docs.ipynb #633eb85d
+import ast
 import json
 import re
 import shutil
@@ -351,6 +352,29 @@ def fold_listings(html: str, names: list = (), min_lines: int = LISTING_LINES) -
     cut = html.rindex("</main>")
     return html[:cut] + tail + html[cut:]
 
+# %% ../nbs/04_docs.ipynb #b27c9e15
+def _helper_names(notebook: Path | None) -> set:
+    "The functions and classes a paper's reproduction notebook exports; none for any other notebook."
+    if notebook is None or not Path(notebook).exists(): return set()
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
+    sources = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
+    if not any(re.search(r"^#\|\s*default_exp\s+repro\.papers\.", s, re.M) for s in sources): return set()
+    names = set()
+    for source in sources:
+        if not re.search(r"^#\|\s*export\s*$", source, re.M): continue
+        names |= {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+def toc_sections_only(html: str, names) -> str:
+    "The page's table of contents without the leaf entries titled by one of `names`; empty lists dropped."
+    names = set(names)
+    if not names: return html
+    def prune(toc):
+        leaves = re.sub(r'<li><a href="#[^"]*"[^>]*>([^<]*)</a></li>',
+                        lambda li: "" if html_unescape(li.group(1)).strip() in names else li.group(0), toc.group(0))
+        return re.sub(r"<ul>\s*</ul>", "", leaves)
+    return re.sub(r'<nav id="TOC"[^>]*>.*?</nav>', prune, html, flags=re.S)
+
 # %% ../nbs/04_docs.ipynb #6315d62c
 def relative_links(html: str, site_url: str | None, offset: str = "") -> str:
     """Links to the published site's own pages made relative (`offset`: the page's way up to the root), so a reader
@@ -360,7 +384,8 @@ def relative_links(html: str, site_url: str | None, offset: str = "") -> str:
 
 def polish_site(site: Path | str, nbs_path: Path | str | None = None, site_url: str | None = None) -> list:
     """Make a built site read well offline: local MathJax, no remote web fonts, tables in scroll boxes, long Cython
-    listings folded after the API, links into the site relative (given its `site_url`). Returns the pages changed."""
+    listings folded after the API, links into the site relative (given its `site_url`), a paper's page's contents
+    without its helpers. Returns the pages changed."""
     site = Path(site)
     copy_math_assets(site)
     for css in (site / "site_libs").rglob("*.css"):
@@ -378,6 +403,7 @@ def polish_site(site: Path | str, nbs_path: Path | str | None = None, site_url: 
         offset = "../" * (len(rel.parts) - 1)
         new = fold_listings(box_tables(local_math(relative_links(html, site_url, offset), offset)),
                             _listing_names(notebooks.get(rel)))
+        new = toc_sections_only(new, _helper_names(notebooks.get(rel)))
         if new != html:
             page.write_text(new, encoding="utf-8")
             changed.append(str(rel))
