@@ -88,7 +88,9 @@ def _solve_on_matrix(solve, kernel, X, y, C, *options):
 
 # %% ../nbs/20_klr.ipynb #8cdb926d
 _PAPER_BOX = dict(bound_eps=1e-5, bound_eps_mode="absolute", tol=1e-5)
-PRESETS = {   # Consolo et al.'s four configurations (their Table 3), with the paper's absolute gamma and tolerance
+# Consolo et al.'s four configurations (KLR-* of their Table 3, S-KLR-* of Table 4) with the paper's absolute gamma and
+# tolerance; S-KLR at lambda = C/10, their Appendix C's lambda-choice (Tables 3-4 tune lambda over a grid instead)
+PRESETS = {
     "KLR-1ord": dict(lam=0.0, wss="first", **_PAPER_BOX),
     "KLR-2ord": dict(lam=0.0, wss="second", **_PAPER_BOX),
     "S-KLR-1ord": dict(lam="C/10", wss="first", **_PAPER_BOX),
@@ -97,7 +99,7 @@ PRESETS = {   # Consolo et al.'s four configurations (their Table 3), with the p
 # a cold fit's first alpha: alpha_i = S / m_k per class k, the mass S clipped into the box (dual.initial_alpha)
 START_MASS = {"C": None,        # S = C: the engine's start (Keerthi et al.'s class mass)
               "paper": 1.0,     # S = 1: alpha_i = 1 / m_k, Consolo et al.'s start (§5.1)
-              "bound": 0.0}     # S at its least: the majority class at gamma (the paper's rule for large classes)
+              "bound": 0.0}     # S at its least: the majority at gamma (the paper's large-class rule, made feasible)
 
 
 # %% ../nbs/20_klr.ipynb #eb0f0e1f

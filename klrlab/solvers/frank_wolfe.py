@@ -73,7 +73,7 @@ def initial_alpha(
     n_init: int = 20,  # p, the points of the 'random20' start
     rng=None,  # a numpy Generator
 ) -> np.ndarray:  # a point of the simplex
-    "The starting alpha: Badoiu-Clarkson's two points, or the solved ball of `n_init` class-balanced random points."
+    "The starting alpha: Kumar et al.'s two points, or the solved ball of `n_init` class-balanced random points."
     return _initial_alpha_and_steps(cache, y, C, init, n_init, rng)[0]
 
 def _initial_alpha_and_steps(cache, y, C, init, n_init, rng) -> tuple:
