@@ -231,7 +231,8 @@ def cmd_bench(
         columns = [c for c in ["dataset", "method", "n_train", "C", "tol", "median_seconds", *shown] if c in table]
         _print_table(f"benchmark (seconds are medians; ratio = method / {base})", table[columns])
     for skip in table.attrs.get("skipped", []): print(f"skipped {skip['dataset']}: {skip['reason']}")
-    print(f"\nJSON record written to {table.attrs.get('record', args.out)}")
+    replaced = " (it replaced the record of that name)" if table.attrs.get("replaced") else ""
+    print(f"\nJSON record written to {table.attrs.get('record', args.out)}{replaced}")
     return 0
 
 # %% ../nbs/89_cli.ipynb #1be2bb4a

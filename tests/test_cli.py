@@ -110,7 +110,10 @@ def test_cli_bench_one_C_comparison_still_runs(tmp_path, capsys):
     methods = {r["method"]: r for r in json.loads((tmp_path / "one_c.json").read_text())["records"]}
     assert methods["klrlab KLR"]["ratio_to_klr"] == 1.0 and methods["klrlab KLR"]["n_train"] == 400
     assert "sklearn SVC + CalibratedClassifierCV" in methods and methods["sklearn SVC"]["median_seconds"] > 0
-    assert "ratio = method / KLR" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ratio = method / KLR" in out and "replaced" not in out
+    assert main(argv) == 0                                  # the same --record again says it replaced the first
+    assert "one_c.json (it replaced the record of that name)" in capsys.readouterr().out
 
 
 def test_interrupted_repro_says_how_to_resume_in_one_line(monkeypatch, capsys):
