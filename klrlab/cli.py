@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--renderer", choices=["auto", "quarto", "fallback"], default="auto",
                       help="auto (default): Quarto if installed, else the fallback")
     docs.add_argument("--out", metavar="DIR",
-                      help="also copy the built site to DIR: a new or empty folder, or a previous build, which it replaces")
+                      help="also copy the built site to DIR: a new or empty folder, or a previous build, which it "
+                           "replaces")
     docs.add_argument("--no-check", action="store_true", help="build only; skip the page/figure/link check")
     docs.set_defaults(func=cmd_docs, parser=docs)
     data = sub.add_parser("data", help="list and fetch the papers' datasets")
