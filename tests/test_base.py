@@ -72,6 +72,14 @@ def test_one_vs_rest(blobs):
         np.testing.assert_allclose(scores[:, k], binary.decision_function(X3), rtol=1e-9, atol=1e-12)
 
 
+def test_the_reported_certificate_is_the_worst_problem_s():
+    from klrlab.base import _worst
+    met, missed, far = Certificate("kkt_violation", 1e-4, 1e-3), Certificate("kkt_violation", 2e-3, 1e-3), \
+        Certificate("kkt_violation", 0.5, 1.0)
+    assert _worst([met, missed, far]) is missed              # by the excess over its own tolerance, not the value
+    assert np.isnan(_worst([met, Certificate("kkt_violation", np.nan, 1e-3), missed]).value)
+
+
 class PairwiseMeanClassifier(KernelMeanClassifier):
     _multiclass = "ovo"
 

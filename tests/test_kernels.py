@@ -321,3 +321,14 @@ def test_scaled_data_is_not_shifted():
     # the shift only acts where the expansion would lose digits: scaled data keeps its bits
     unit = np.random.default_rng(3).random((40, 5))
     assert np.array_equal(rbf_kernel(unit, gamma=0.5), pairwise.rbf_kernel(unit, gamma=0.5))
+
+
+@pytest.mark.parametrize("name", ["rbf", "linear", "poly", "laplacian"])
+def test_dot_in_row_blocks_equals_one_product(name):
+    rng = np.random.default_rng(3)
+    X, Y, coef = rng.normal(size=(50, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 2))
+    kernel = Kernel(name, gamma=0.3)
+    three_rows = 3 * 8 * len(Y) / 2**20                   # chunk_mb that holds three rows of K(X, Y)
+    for chunk_mb in (three_rows, 2 * three_rows / 3, 64.0):  # 3 rows, 2 rows, one block
+        np.testing.assert_allclose(kernel.dot(X, Y, coef, chunk_mb=chunk_mb), kernel(X, Y) @ coef, rtol=1e-12)
+    np.testing.assert_allclose(kernel.dot(X, Y, coef[:, 0], chunk_mb=three_rows), kernel(X, Y) @ coef[:, 0], rtol=1e-12)

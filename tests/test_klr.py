@@ -863,3 +863,11 @@ def test_half_thresholding_warns_when_it_keeps_no_point():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         assert len(HalfThresholdingKLR(C=10.0).fit(X, y).support_)
+
+
+def test_one_vs_rest_reports_its_worst_problem_s_certificate():
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    clf = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X, y)
+    values = [r.certificate.value for r in clf.solver_results_]
+    assert len(values) == 3 and len(set(values)) == 3 and clf.certificate_.value == max(values)
