@@ -26,6 +26,20 @@ def test_temperature_scaling_keeps_predict_and_repairs_overconfidence():
         TemperatureScaled(base, cv=1).fit(X, y)
 
 
+def test_the_temperature_minimises_the_out_of_fold_log_loss():
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    X, y = problem(12, n=200, imbalance=0.35)
+    base = KernelLogisticRegression.from_preset("S-KLR-2ord", C=1e3, lam=300.0, gamma=0.5)
+    scaled = TemperatureScaled(base, cv=4, random_state=1).fit(X, y)
+    folds = StratifiedKFold(4, shuffle=True, random_state=1)               # the folds fit uses
+    f = cross_val_predict(base, X, y, cv=folds, method="decision_function")
+    log_loss = lambda T: np.mean(np.logaddexp(0.0, -y * f / T))         # independent of the fit's formula
+    grid = np.exp(np.linspace(-7, 7, 4001))
+    best = grid[np.argmin([log_loss(T) for T in grid])]
+    assert 1 < best < grid[-1] and scaled.temperature_ == pytest.approx(best, rel=0.02)
+    assert log_loss(scaled.temperature_) <= log_loss(best) + 1e-9 < log_loss(1.0)
+
+
 def test_temperature_scaling_is_a_checked_estimator():
     from sklearn.exceptions import NotFittedError
     X, y = problem(15, n=90)
