@@ -74,6 +74,19 @@ def test_certificate_is_the_full_gap_recomputed_from_scratch(small):
     assert res.objective == pytest.approx(np.max(np.diag(Q)) - res.alpha @ Q @ res.alpha, rel=1e-13)
 
 
+@pytest.mark.parametrize("algorithm", ["fw", "mfw"])
+def test_certificate_is_the_frank_wolfe_gap_by_its_definition_and_bounds_the_loss(small, algorithm):
+    X, y, kernel, K = small
+    Q, optimum = meb_matrix(K, y, 2.0), l2svm_dual_qp(K, y, 2.0)["objective"]
+    for max_iter in (3, 15, 60):                                        # stopped early: a gap far from zero
+        res = solve_frank_wolfe(kernel.cache(X), y, 2.0, algorithm, eps=1e-12, max_iter=max_iter, random_state=0)
+        alpha = res.alpha
+        g, gradient = np.max(np.diag(Q)) - alpha @ Q @ alpha, -2.0 * Q @ alpha
+        gap = (gradient.max() - alpha @ gradient) / g                   # max over the simplex's vertices, minus here
+        assert gap > 1e-6 and res.certificate.value == pytest.approx(gap, rel=1e-9)
+        assert (optimum - g) / g <= gap                                 # concavity: the gap bounds the loss
+
+
 def test_sampled_search_stops_on_its_sample_and_refines_to_the_full_gap():
     X, y = make_twonorm(1500, seed=4)
     cache = Kernel("rbf", gamma=0.05).cache(X)
