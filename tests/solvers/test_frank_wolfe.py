@@ -87,6 +87,21 @@ def test_certificate_is_the_frank_wolfe_gap_by_its_definition_and_bounds_the_los
         assert (optimum - g) / g <= gap                                 # concavity: the gap bounds the loss
 
 
+def test_cvm_search_returns_the_farthest_point_of_its_sample(small):
+    from klrlab.solvers.frank_wolfe import _sampled_farthest
+    X, y, kernel, K = small
+    Q, n = meb_matrix(K, y, 2.0), len(y)
+    alpha = np.zeros(n)
+    alpha[[0, 5, 9, 40]] = 0.25                                          # a core set's ball
+    delta2, R = np.max(np.diag(Q)), alpha @ Q @ alpha
+    squared_distance = delta2 + R - 2.0 * Q @ alpha                     # gamma_i^2 to the ball's centre
+    for sample_size, seed in ((n, 0), (20, 1), (20, 2)):
+        rng = np.random.default_rng(seed)
+        sample = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))   # the draw it makes
+        i = _sampled_farthest(kernel.cache(X), y, 2.0, alpha, np.zeros(n), R, delta2, 1e-6, rng, sample_size, 1)
+        assert i == sample[np.argmax(squared_distance[sample])]
+
+
 def test_sampled_search_stops_on_its_sample_and_refines_to_the_full_gap():
     X, y = make_twonorm(1500, seed=4)
     cache = Kernel("rbf", gamma=0.05).cache(X)
