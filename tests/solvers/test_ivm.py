@@ -60,3 +60,14 @@ def test_solve_ivm_reports_its_imports_in_order_and_its_certificate(data):
     )
     done = solve_ivm(K, yy, 2.0)
     assert done.converged and done.certificate.value < 1e-3 and done.info["stopped_by"] == "tol"
+
+
+def test_the_path_starts_at_the_intercept_only_optimum():
+    from scipy.optimize import minimize_scalar
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(60, 3)); y = np.where(rng.random(60) < 0.25, 1.0, -1.0)     # imbalanced: b* far from 0
+    K, C = Kernel("rbf", gamma=0.4)(X), 2.0
+    intercept_only = minimize_scalar(lambda b: C * np.logaddexp(0.0, -y * b).sum(), bounds=(-10, 10), method="bounded")
+    result = solve_ivm(K, y, C, max_import=3)
+    assert result.trace["objective"][0] == pytest.approx(intercept_only.fun, rel=1e-9)
+    assert (np.diff(result.trace["objective"]) < 0).all()                  # every import lowers H from there
