@@ -274,3 +274,27 @@ def test_a_newton_system_too_large_to_allocate_names_s_and_beta(monkeypatch):
     y = np.where(rng.random(40) < 0.5, 1.0, -1.0)
     with pytest.raises(MemoryError, match=r"dense \d+ x \d+ matrix .* give a smaller s \(or beta"):
         solve_nssvm(X, y)
+
+
+def first_stop_of_algorithm_2(trace, m, tol, max_increases) -> int:
+    """The step Algorithm 2 stops at by (66)-(67), read from a trace alone: the first k with ||F|| < tol and, while s can
+    still grow, ACC_k within 1e-4 of the best ACC of the iterates 1..k-1 (0 when there are none; the start excluded)."""
+    s, accuracy = np.asarray(trace["s"]), np.asarray(trace["accuracy"])
+    for k, residual in enumerate(trace["residual"]):
+        increases = int(np.sum(np.diff(s[:k + 1]) != 0))
+        can_grow = s[k] < m and increases < max_increases
+        best_before = max(accuracy[1:k], default=0.0)
+        if residual < tol and (not can_grow or abs(accuracy[k] - best_before) < 1e-4): return k
+    return len(trace["residual"]) - 1
+
+
+# Weak or no signal: later iterates classify worse than the start's majority vote, whose ACC (67) must leave out
+@pytest.mark.parametrize("seed, share, signal", [(0, 0.5, 0.0), (1, 0.8, 0.3), (3, 0.95, 0.0), (6, 0.9, 0.0),
+                                                 (2, 0.9, 0.8)])
+def test_algorithm_2_stops_at_the_first_step_that_meets_66_and_67(seed, share, signal):
+    rng = np.random.default_rng(seed)
+    m = 300
+    y = np.where(rng.random(m) < share, -1.0, 1.0)
+    X = rng.normal(size=(m, 6)) + signal * y[:, None] * rng.normal(size=6)
+    res = solve_nssvm(X, y, s=8, tune_s=True, tol=1e-8)
+    assert res.n_iter == first_stop_of_algorithm_2(res.trace, m, 1e-8, 9)
