@@ -391,6 +391,21 @@ def test_cv_path_reproduces_grid_search_at_its_C_values(kernel):
     assert exact["best_error"] == pytest.approx(exact["error"].min())
 
 
+def test_sign_changes_are_where_the_decision_crosses_zero():
+    from klrlab.svm import _decision_path, _sign_changes
+    lam = np.array([4.0, 2.0, 1.0])
+    g = np.array([[1.0, -3.0, -5.0], [-1.0, -1.0, 2.0], [1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(_sign_changes(lam, g), [3.5, 5 / 3])      # a quarter of the way, a third of the way
+    X, y = make_twonorm(120, n_features=4, seed=5)
+    model = SVCPath(gamma=0.2).fit(X[:80], y[:80])
+    lam_path = model.path_["lambda"]
+    crossings = _sign_changes(lam_path, _decision_path(model, X[80:]))
+    assert len(crossings) > 5
+    for point in range(40):                                                  # each crossing: f = 0 there
+        mine = _sign_changes(lam_path, _decision_path(model, X[80 + point:81 + point]))
+        if len(mine): assert np.abs(model.decision_function(X[80 + point:81 + point], 1 / mine)).max() < 1e-8
+
+
 # ---- found by an audit ------------------------------------------------------------------------------------------
 
 def test_an_ill_conditioned_kernel_stops_the_path_at_once_with_a_reason():
