@@ -71,3 +71,17 @@ def test_the_path_starts_at_the_intercept_only_optimum():
     result = solve_ivm(K, y, C, max_import=3)
     assert result.trace["objective"][0] == pytest.approx(intercept_only.fun, rel=1e-9)
     assert (np.diff(result.trace["objective"]) < 0).all()                  # every import lowers H from there
+
+
+def test_each_import_is_the_brute_force_best_one_step_candidate():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(40, 3)); y = np.where(X[:, 1] + 0.5 * rng.normal(size=40) > 0, 1.0, -1.0)
+    K, C = Kernel("rbf", gamma=0.5)(X), 3.0
+    result = solve_ivm(K, y, C, max_import=4)
+    S, b = [], float(np.log((y > 0).mean() / (y < 0).mean()))
+    for chosen in result.support:                                   # replay: at each import, every candidate's value
+        beta = _newton_fit(K[:, S], K[np.ix_(S, S)], y, C, np.zeros(len(S)), b)[:2] if S else (np.zeros(0), b)
+        values = {l: one_newton_step_value(K, np.array(S, dtype=np.intp), l, y, C, *beta)
+                  for l in range(len(y)) if l not in S}
+        assert chosen == min(values, key=values.get)
+        S.append(int(chosen))

@@ -78,6 +78,21 @@ def test_engine_matches_reference_and_its_certificate(loss, lam, wss):
     assert abs(res.alpha @ y) < 1e-10 * C * len(y) and res.alpha.min() >= lo and res.alpha.max() <= hi
 
 
+@pytest.mark.parametrize("loss,lam", [("logistic", 0.0), ("logistic", 2.0), ("hinge", 1.0)])
+@pytest.mark.parametrize("wss", ["first", "second"])
+def test_engine_takes_the_reference_s_steps(loss, lam, wss):
+    # step by step, not only the optimum: a different pair at any step changes the objective from there on
+    X, y, gamma = PROBLEMS["keerthi"]
+    k, C = Kernel("rbf", gamma=gamma), 5.0
+    lo, hi = box(loss, C)
+    start = np.zeros(len(y)) if loss == "hinge" else initial_alpha(y, lo, hi, C)
+    res = solve_dual(k.cache(X), y, C, loss=loss, lam=lam, wss=wss, tol=1e-9, alpha0=start, trace=True)
+    ref = reference_smo(k(X), y, C, loss, lam, lo, hi, wss, tol=1e-9, max_iter=60, alpha0=start)
+    steps = min(60, res.n_iter)
+    assert steps >= 40
+    np.testing.assert_allclose(res.trace["objective"][:steps], ref["objective"][:steps], rtol=1e-11, atol=1e-11)
+
+
 @pytest.mark.parametrize("wss", ["first", "second"])
 @pytest.mark.parametrize("C", [0.1, 10.0, 1000.0])
 def test_sufficient_decrease_every_iteration(wss, C):
