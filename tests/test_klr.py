@@ -467,9 +467,10 @@ def test_half_thresholding_converged_means_little_left_to_gain(C):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         stopped = HalfThresholdingKLR(C=C, gamma=0.5).fit(X, y)
-        if not stopped.converged_:
-            assert stopped.n_iter_ == stopped.max_iter                     # the cap, and the estimator said so
+        if C == 1000.0:   # its objective still falls by half between 20 000 and 60 000 steps: no early stop here
+            assert not stopped.converged_ and stopped.n_iter_ == stopped.max_iter
             return
+        assert stopped.converged_
         longer = HalfThresholdingKLR(C=C, gamma=0.5, tol=0.0, max_iter=3 * stopped.n_iter_).fit(X, y)
     assert longer.objective_path_[-1] >= 0.98 * stopped.objective_path_[-1]
 
