@@ -316,12 +316,16 @@ def _div_end(html: str, start: int) -> int:
         if depth == 0: return m.end()
     raise ValueError(f"unbalanced <div> at {start}")
 
-def _listing_names(notebook: Path | None) -> list:
-    "The compiled sources a notebook shows with `show_src`, in order (`_smo.pyx`, `_smo_scans.h`, ...)."
+def _code_sources(notebook: Path | None) -> list:
+    "The source of every code cell of `notebook`, in order; none when there is no such notebook."
     if notebook is None or not Path(notebook).exists(): return []
     cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
-    return [m.group(1) for c in cells if c.get("cell_type") == "code"
-            for m in re.finditer(r"show_src\(.*?[\"'](\w+\.(?:pyx|h))[\"']", "".join(c.get("source", "")), re.S)]
+    return ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
+
+def _listing_names(notebook: Path | None) -> list:
+    "The compiled sources a notebook shows with `show_src`, in order (`_smo.pyx`, `_smo_scans.h`, ...)."
+    return [m.group(1) for source in _code_sources(notebook)
+            for m in re.finditer(r"show_src\(.*?[\"'](\w+\.(?:pyx|h))[\"']", source, re.S)]
 
 def fold_listings(html: str, names: list = (), min_lines: int = LISTING_LINES) -> str:
     """Move each Cython or C listing longer than `min_lines` to the end of the page, folded (`<details>`), after the API
@@ -355,9 +359,7 @@ def fold_listings(html: str, names: list = (), min_lines: int = LISTING_LINES) -
 # %% ../nbs/04_docs.ipynb #b27c9e15
 def _helper_names(notebook: Path | None) -> set:
     "The functions and classes a paper's reproduction notebook exports; none for any other notebook."
-    if notebook is None or not Path(notebook).exists(): return set()
-    cells = json.loads(Path(notebook).read_text(encoding="utf-8")).get("cells", [])
-    sources = ["".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"]
+    sources = _code_sources(notebook)
     if not any(re.search(r"^#\|\s*default_exp\s+repro\.papers\.", s, re.M) for s in sources): return set()
     names = set()
     for source in sources:

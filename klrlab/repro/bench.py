@@ -845,9 +845,10 @@ def bench(
         payload = dict(environment=environment() | dict(load_average=load), parameters=parameters, records=records,
                        skipped=skipped)
         stem = record or f"bench-{family}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        frame.attrs["replaced"] = (folder / f"{stem}.json").exists()     # a named record (--record) may exist
-        _atomic_write_text(folder / f"{stem}.json", strict_json(payload))
-        frame.attrs["record"] = str(folder / f"{stem}.json")
+        path = folder / f"{stem}.json"
+        frame.attrs["replaced"] = path.exists()                           # a named record (--record) may exist
+        _atomic_write_text(path, strict_json(payload))
+        frame.attrs["record"] = str(path)
     frame.attrs["skipped"] = skipped
     return frame
 
