@@ -1,4 +1,5 @@
-"""Test doubles for the estimator base: small closed-form or geometric 'solvers' whose answers are known exactly."""
+"""Test doubles for the estimator base: small closed-form or geometric 'solvers' whose answers are known exactly;
+and lab settings that keep a test's data in its own folders."""
 import os
 
 import numpy as np
@@ -10,12 +11,19 @@ from sklearn.utils._param_validation import Interval
 from numbers import Real
 
 from klrlab.base import BaseKernelClassifier, Certificate, SolverResult
+from klrlab.config import Settings
 
 # The property tests draw the same examples on every run, so `make test` passes or fails alike on every machine; a
 # developer looking for new counterexamples runs `pytest --hypothesis-profile=explore` (or sets KLRLAB_HYPOTHESIS).
 settings.register_profile("reproducible", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("KLRLAB_HYPOTHESIS", "reproducible"))
+
+
+def settings_for(tmp_path, mirrors=(), data_home=None):
+    "Lab settings whose data home (unless given) and output folder are in `tmp_path`, with only `mirrors`."
+    return Settings(data_home=data_home or tmp_path / "cache", mirrors=tuple(mirrors), profile="quick", seed=0,
+                    n_jobs=1, scheduler="local", out_dir=tmp_path / "out")
 
 
 def mean_classifier_solution(y, K):

@@ -1,33 +1,22 @@
-import bz2
-import functools
 import hashlib
-import http.server
-import io
 import subprocess
-import tarfile
-import threading
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 
+from conftest import settings_for
+
 from klrlab.config import Settings, load_settings
 from klrlab import datasets as ds
-from klrlab.datasets import (CANONICAL_FILES, REGISTRY, CanonicalFile, ChecksumError, CorruptedCopyWarning, DatasetError,
-                             DatasetUnavailable, available, download, fetch_datasets, load, resolve, scale_features,
-                             uncompress_z)
+from klrlab.datasets import (CANONICAL_FILES, REGISTRY, DatasetError, DatasetUnavailable, available, fetch_datasets,
+                             load, scale_features, uncompress_z)
 
 MIRROR = load_settings().mirrors
 HAVE_MIRROR = bool(MIRROR) and all(Path(m).is_dir() for m in MIRROR)
 needs_mirror = pytest.mark.skipif(not HAVE_MIRROR, reason="no mirror of canonical files configured (KLRLAB_MIRROR)")
-
-
-def settings_for(tmp_path, mirrors=()):
-    return Settings(data_home=tmp_path / "cache", mirrors=tuple(mirrors), profile="quick", seed=0, n_jobs=1,
-                    scheduler="local", out_dir=tmp_path / "out")
 
 
 def balance(y):
@@ -152,7 +141,9 @@ def test_no_data_file_is_committed():
     ).stdout.split()
     canonical_names = {f.file for f in CANONICAL_FILES.values()}
     assert not [t for t in tracked if Path(t).name in canonical_names]
-    assert not [t for t in tracked if Path(t).suffix in (".mat", ".asc", ".bz2", ".Z", ".data", ".t")]
+    own_fixtures = {"tests/fixtures/ncompress-16bit-clear.Z"}         # made here; tests/fixtures/README.md says how
+    assert not [t for t in tracked if Path(t).suffix in (".mat", ".asc", ".bz2", ".Z", ".data", ".t")
+                and t not in own_fixtures]
 
 
 # ---- every local dataset loads with the registered shape and balance ---------------------------------------------
@@ -300,162 +291,7 @@ def test_substitutes_refused_unless_asked():
     assert sub.meta["substitute_for"] == ("hillvalley",) and sub.X.shape == (606, 100)
 
 
-# ---- resolution: cache, mirror, download; checksums -------------------------------------------------------------
-
-class _Server:
-    "A tiny HTTP server on 127.0.0.1 serving a folder, for the download path."
-    def __init__(self, folder):
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-        handler.log_message = lambda *a: None
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def served(tmp_path):
-    root = tmp_path / "www"
-    root.mkdir()
-    server = _Server(root)
-    yield root, server.url
-    server.close()
-
-
-FIXTURE = b"1.0,2.0,a\n3.0,4.0,b\n5.0,6.5,a\n"
-
-
-def _spec(url, content=FIXTURE, **kw):
-    return CanonicalFile(
-        "fixture", "fixture.csv", len(content), hashlib.sha256(content).hexdigest(), "single", url, **kw
-    )
-
-
-def _cache_files(cache):
-    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file()) if cache.exists() else []
-
-
-def test_download_plain_bz2_and_tar_member(served, tmp_path):
-    root, url = served
-    (root / "plain.csv").write_bytes(FIXTURE)
-    (root / "packed.csv.bz2").write_bytes(bz2.compress(FIXTURE))
-    with tarfile.open(root / "bundle.tar.gz", "w:gz") as tar:
-        info = tarfile.TarInfo("deep/dir/fixture.csv"); info.size = len(FIXTURE)
-        tar.addfile(info, io.BytesIO(FIXTURE))
-    for remote, extra in [("plain.csv", {}), ("packed.csv.bz2", {"compression": "bz2"}),
-                          ("bundle.tar.gz", {"compression": "tar", "member": "deep/dir/fixture.csv"})]:
-        cache = tmp_path / f"cache-{remote}"
-        path = download(_spec(f"{url}/{remote}", **extra), cache)
-        assert path == cache / "fixture" / "fixture.csv" and path.read_bytes() == FIXTURE
-        assert _cache_files(cache) == ["fixture/fixture.csv"]  # no partial files left behind
-
-
-def test_download_with_wrong_checksum_leaves_cache_untouched(served, tmp_path):
-    root, url = served
-    (root / "plain.csv").write_bytes(FIXTURE.replace(b"6.5", b"6.6"))
-    cache = tmp_path / "cache"
-    (cache / "fixture").mkdir(parents=True)
-    (cache / "fixture" / "other.txt").write_text("keep me")
-    with pytest.raises(ChecksumError, match="downloaded file .* has sha256"):
-        download(_spec(f"{url}/plain.csv"), cache)
-    assert _cache_files(cache) == ["fixture/other.txt"]
-
-
-def test_download_failures_are_clear(served, tmp_path):
-    root, url = served
-    with pytest.raises(DatasetUnavailable, match="could not download .*404"):
-        download(_spec(f"{url}/nothing.csv"), tmp_path / "cache")
-    (root / "notbz2.csv").write_bytes(FIXTURE)
-    with pytest.raises(DatasetError, match="could not be decoded as bz2"):
-        download(_spec(f"{url}/notbz2.csv", compression="bz2"), tmp_path / "cache")
-    assert _cache_files(tmp_path / "cache") == []
-
-
-def test_unreachable_host_is_unavailable(tmp_path):
-    closed = _spec("http://127.0.0.1:9/fixture.csv")  # the discard port: nothing listens
-    with pytest.raises(DatasetUnavailable):
-        download(closed, tmp_path / "cache", timeout=5)
-
-
-@needs_mirror
-def test_load_downloads_into_the_cache_then_reads_it(served, tmp_path, monkeypatch):
-    root, url = served
-    key = ("sonar", "sonar.all-data")
-    source = Path(MIRROR[0]) / "sonar" / "sonar.all-data"
-    (root / "sonar.all-data").write_bytes(source.read_bytes())
-    monkeypatch.setitem(CANONICAL_FILES, key, replace(CANONICAL_FILES[key], url=f"{url}/sonar.all-data"))
-    settings = settings_for(tmp_path)  # no mirror: the file must come from the URL
-    first = load("sonar", settings=settings)
-    assert first.meta["files"][0]["origin"] == "download" and first.X.shape == (208, 60)
-    second = load("sonar", settings=settings)
-    assert second.meta["files"][0]["origin"] == "cache" and np.array_equal(first.X, second.X)
-
-
-@needs_mirror
-def test_corrupted_mirror_file_raises_and_caches_nothing(tmp_path):
-    good = Path(MIRROR[0]) / "sonar" / "sonar.all-data"
-    raw = bytearray(good.read_bytes()); raw[1234] ^= 0x01
-    (tmp_path / "mirror" / "sonar").mkdir(parents=True)
-    (tmp_path / "mirror" / "sonar" / "sonar.all-data").write_bytes(bytes(raw))
-    settings = settings_for(tmp_path, [tmp_path / "mirror"])
-    with pytest.raises(ChecksumError, match="mirror file .* has sha256"):
-        load("sonar", settings=settings, allow_download=False)
-    assert _cache_files(tmp_path / "cache") == []
-
-
-def _corrupted_mirror(tmp_path):
-    "A mirror folder holding sonar with one byte flipped."
-    raw = bytearray((Path(MIRROR[0]) / "sonar" / "sonar.all-data").read_bytes()); raw[1234] ^= 0x01
-    (tmp_path / "bad" / "sonar").mkdir(parents=True)
-    (tmp_path / "bad" / "sonar" / "sonar.all-data").write_bytes(bytes(raw))
-    return tmp_path / "bad"
-
-
-@needs_mirror
-def test_a_corrupted_mirror_copy_is_passed_over_for_the_next_mirror(tmp_path):
-    settings = settings_for(tmp_path, [_corrupted_mirror(tmp_path), MIRROR[0]])
-    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy skipped"):
-        path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
-    assert origin == "mirror" and Path(path) == Path(MIRROR[0]) / "sonar" / "sonar.all-data"
-
-
-@needs_mirror
-def test_a_corrupted_cached_copy_is_passed_over_for_a_good_mirror_copy(tmp_path):
-    cache = _corrupted_mirror(tmp_path)                    # the flipped file, used as the data home
-    settings = settings_for(tmp_path, [MIRROR[0]])
-    settings = type(settings)(**{**settings.__dict__, "data_home": cache})
-    with pytest.warns(CorruptedCopyWarning, match="1 corrupted copy skipped.*cached file .* Remove it"):
-        path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
-    assert origin == "mirror" and Path(path) == Path(MIRROR[0]) / "sonar" / "sonar.all-data"
-    settings = type(settings)(**{**settings.__dict__, "mirrors": ()})
-    with pytest.raises(ChecksumError, match="cached file .* Remove it: a download or fetch puts"):
-        resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings, allow_download=False)
-
-
-@needs_mirror
-def test_a_corrupted_copy_with_no_good_source_raises_its_checksum_error(tmp_path, monkeypatch):
-    def no_network(spec, cache_dir, timeout=60.0):
-        raise DatasetUnavailable("could not download: no network")
-    monkeypatch.setattr(ds, "download", no_network)
-    settings = settings_for(tmp_path, [_corrupted_mirror(tmp_path)])
-    with pytest.raises(ChecksumError, match="mirror file .* has sha256.*No other source has a good copy: could not"):
-        resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings)
-    assert _cache_files(tmp_path / "cache") == []
-
-
-@needs_mirror
-def test_cache_comes_before_mirrors(tmp_path):
-    good = Path(MIRROR[0]) / "sonar" / "sonar.all-data"
-    (tmp_path / "cache" / "sonar").mkdir(parents=True)
-    (tmp_path / "cache" / "sonar" / "sonar.all-data").write_bytes(good.read_bytes())
-    (tmp_path / "mirror" / "sonar").mkdir(parents=True)
-    (tmp_path / "mirror" / "sonar" / "sonar.all-data").write_bytes(b"garbage")
-    path, origin = resolve(CANONICAL_FILES[("sonar", "sonar.all-data")], settings_for(tmp_path, [tmp_path / "mirror"]))
-    assert origin == "cache"
-
+# ---- resolution (the rest, on synthetic files, is in test_dataset_files.py) ----------------------------------
 
 def test_missing_everywhere_without_download(tmp_path):
     with pytest.raises(DatasetUnavailable, match="not in the cache .* or any mirror"):
