@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tarfile
 import threading
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -433,3 +434,65 @@ def test_a_truncated_z_stream_decodes_a_prefix_or_fails_clearly():
         else:
             assert full.startswith(out) and len(out) < len(full)
 
+
+
+# ---- a series rebuilt from its neighbours (Adult's a4a-a6a, the web set's w2a and w5a) ------------------------------
+
+SERIES = {"s1": 4, "s2": 7, "s3": 10, "pool": 16}       # s2 has no file: it is derived between s1 and s3
+
+
+def series_lines(seed=12):
+    "A pool of 16 LIBSVM lines (two of them duplicates) and the nested members s1 (4 lines) and s3 (10) drawn from it."
+    rng = np.random.default_rng(seed)
+    X, y = rng.integers(0, 4, (14, 5)).astype(float), np.where(rng.random(14) < 0.4, 1, -1)
+    pool = libsvm_text(np.r_[X, X[[2, 5]]], np.r_[y, y[[2, 5]]]).decode().splitlines()
+    order = rng.permutation(16)
+    return pool, [pool[i] for i in order[:4]], [pool[i] for i in order[:10]]
+
+
+def series_fetch(tmp_path, monkeypatch, members):
+    "Write each member's lines as its own file, register it, and return a fetch for the loader."
+    for name, content in members.items():
+        (tmp_path / name).write_text("\n".join(content) + "\n")
+        monkeypatch.setitem(CANONICAL_FILES, (name, name), CanonicalFile(name, name, 0, "", "single", ""))
+    return lambda folder, file: tmp_path / file
+
+
+def parsed(lines_):
+    return ds._parse_libsvm_lines(lines_, 5)
+
+
+def row_counts(X, y):
+    "The rows of (X, y) as a multiset."
+    return Counter(map(tuple, np.c_[X, y]))
+
+
+def test_a_missing_series_member_is_nested_between_its_neighbours(tmp_path, monkeypatch):
+    pool, s1, s3 = series_lines()
+    fetch = series_fetch(tmp_path, monkeypatch, {"s1": s1, "s3": s3, "pool": pool})
+    load_s2 = ds._series_loader("s2", SERIES, "pool", 5)
+    data, again, other = (load_s2(fetch, seed, None) for seed in (0, 0, 1))
+    train, test = row_counts(data.X, data.y), row_counts(data.X_test, data.y_test)
+    rows = lambda lines_: row_counts(*parsed(lines_))
+    assert sum(train.values()) == 7 and sum(test.values()) == 9
+    assert not (rows(s1) - train) and not (train - rows(s3))      # s1 ⊂ s2 ⊂ s3, duplicates counted
+    assert train + test == rows(pool)                              # the test part is the pool less the training part
+    assert np.array_equal(data.X, again.X) and not np.array_equal(data.X, other.X)   # the draw follows the seed
+    assert "all of s1 plus 3 lines drawn (seed 0) from s3 minus s1" in data.notes
+
+
+def test_a_present_series_member_reads_its_file_and_rebuilds_its_test_part(tmp_path, monkeypatch):
+    pool, s1, s3 = series_lines()
+    fetch = series_fetch(tmp_path, monkeypatch, {"s1": s1, "s3": s3, "pool": pool})
+    data = ds._series_loader("s3", SERIES, "pool", 5)(fetch, 0, None)
+    X, y = parsed(s3)
+    assert np.array_equal(data.X, X) and np.array_equal(data.y, y) and len(data.y_test) == 6
+    assert "s3.t rebuilt exactly as pool minus s3" in data.notes
+
+
+def test_a_series_that_is_not_nested_is_refused(tmp_path, monkeypatch):
+    pool, s1, s3 = series_lines()
+    stranger = "+1 1:9 2:9"                                        # a line the larger member does not hold
+    fetch = series_fetch(tmp_path, monkeypatch, {"s1": s1[:-1] + [stranger], "s3": s3, "pool": pool})
+    with pytest.raises(DatasetError, match="1 line\\(s\\) are not in the pool: the series is not nested"):
+        ds._series_loader("s2", SERIES, "pool", 5)(fetch, 0, None)
