@@ -136,14 +136,17 @@ def test_calibrated_log_loss_tuning_runs(tiny):
 
 
 def synthetic_records():
-    "Two sets at C = 1 and C = 100, tolerance 1e-3: KLR / SVC is 2, 4 (C=1) and 6, 10 (C=100); floors 0.5 and 1."
+    """Two sets at C = 1 and C = 100, tolerance 1e-3: KLR / SVC is 2, 4 (C=1) and 6, 10 (C=100); floors 0.5 and 1;
+    libsvm-official takes 4 s on a and 1 s on b; CPU seconds are half the wall time for KLR and its floor, equal
+    for SVC."""
     rows = []
-    for dataset, floor, svc, klr in (("a", 0.5, 1.0, [2.0, 6.0]), ("b", 1.0, 2.0, [8.0, 20.0])):
+    for dataset, floor, svc, libsvm, klr in (("a", 0.5, 1.0, 4.0, [2.0, 6.0]), ("b", 1.0, 2.0, 1.0, [8.0, 20.0])):
         for C, klr_seconds in zip((1.0, 100.0), klr):
-            for method, seconds in (("klrlab KLR", klr_seconds), ("sklearn SVC", svc)):
+            for method, seconds, cpu in (("klrlab KLR", klr_seconds, klr_seconds / 2), ("sklearn SVC", svc, svc),
+                                         ("libsvm-official svm_train", libsvm, libsvm)):
                 rows.append(dict(question="fixed_C", group="bench", dataset=dataset, n_train=10, C=C, tol=1e-3,
-                                 method=method, median_seconds=seconds, floor_seconds=floor, n_iter=1,
-                                 n_kernel_evals=100, peak_rss_mib=1.0))
+                                 method=method, median_seconds=seconds, median_cpu_seconds=cpu, floor_seconds=floor,
+                                 floor_cpu_seconds=floor / 2, n_iter=1, n_kernel_evals=100, peak_rss_mib=1.0))
     for dataset, klr, cal, cal_ens, ll in (("a", 1.0, 2.0, 4.0, [0.1, 0.2, 0.05]), ("b", 3.0, 2.0, 3.0, [0.3, 0.2, 0.4])):
         for method, seconds, loss in zip((KLR_ROUTE, *SVC_ROUTES.values()), (klr, cal, cal_ens), ll):
             rows.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=method,
@@ -156,8 +159,13 @@ def test_summaries_reproduce_hand_computed_medians():
     records = synthetic_records()
     fixed = fixed_C_table(records)
     assert list(fixed.klr_over_svc) == [2.0, 6.0, 4.0, 10.0] and list(fixed.klr_over_floor) == [4.0, 12.0, 8.0, 20.0]
+    assert list(fixed.klr_over_libsvm) == [0.5, 1.5, 8.0, 20.0] and list(fixed.floor_over_svc) == [0.5, 0.5, 0.5, 0.5]
+    assert list(fixed.klr_over_svc_cpu) == [1.0, 3.0, 2.0, 5.0]
+    assert list(fixed.klr_over_floor_cpu) == [4.0, 12.0, 8.0, 20.0]
     h = headline(records)
     assert h["KLR / SVC, C=1"] == 3.0 and h["KLR / SVC, C=100"] == 8.0 and h["KLR / floor, C=1"] == 6.0
+    assert h["KLR / libsvm-official, C=1"] == 4.25 and h["KLR / libsvm-official, C=100"] == 10.75
+    assert h["KLR / SVC (CPU time), C=1"] == 1.5 and h["KLR / floor (CPU time), C=100"] == 16.0
     assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(np.median([0.5, 1.5]))
     assert h["KLR time / calibrated SVC (ensemble=True)"] == pytest.approx(np.median([0.25, 1.0]))
     assert h["KLR log-loss no worse (ensemble=False), sets"] == 1      # a: 0.1 <= 0.2; b: 0.3 > 0.2

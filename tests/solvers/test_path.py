@@ -128,6 +128,20 @@ def test_the_path_never_fails_on_singular_or_unbalanced_data(case):
         assert res.info["max_nullity"] > 0                            # A was singular: Hastie's inverse fails here
 
 
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+@pytest.mark.parametrize("kernel", [Kernel("linear"), Kernel("rbf", gamma=0.5)])
+def test_points_in_general_position_take_plain_steps_only(seed, kernel):
+    # Ties in the ratio test (47)-(49) that are only rounding must count as one event: on random points no event is
+    # ambiguous, so the path needs neither the special-event routine nor a backup (without the tie tolerance the
+    # linear kernel's paths here took 3-13 special events)
+    from sklearn.datasets import make_classification
+    X, y = make_classification(80, 4, random_state=seed)
+    res = solve_path(kernel.cache(X), np.where(y == 1, 1.0, -1.0))
+    counts = res.info["counts"]
+    assert res.converged and counts["step"] > 100
+    assert counts["special"] == counts["backup-kkt"] == counts["backup-loop"] == 0
+
 def test_unbalanced_ring_matches_libsvm():
     X, y = unbalanced_ring()
     kernel = Kernel("rbf", gamma=0.5)
