@@ -535,9 +535,10 @@ SWEEP = {
     KernelLogisticRegression: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, lam=0.5, wss="first",
                                    tol=1e-3, max_iter=5, bound_eps=0.05, bound_eps_mode="absolute", scheme="keerthi",
                                    start="bound"),
-    ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-1, max_import=3, n_candidates=5,
-                              random_state=1),
-    HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-2, max_iter=5, step="fixed"),
+    ImportVectorMachine: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-1, max_import=3,
+                              n_candidates=5, random_state=1),
+    HalfThresholdingKLR: dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, tol=1e-2, max_iter=5,
+                              step="fixed"),
 }
 
 
@@ -629,8 +630,8 @@ def test_cv_matches_grid_search_over_kernel_logistic_regression(gauss):
                               scoring=scoring).fit(X, y)
         np.testing.assert_allclose(ours.cv_results_["mean_score"], search.cv_results_["mean_test_score"], rtol=1e-6)
         mean = ours.cv_results_["mean_score"]
-        if scoring == "accuracy": assert (mean == mean.max()).sum() >= 2       # this data ties two C on accuracy ...
-        assert ours.C_ == search.best_params_["C"] == ours.Cs_[np.flatnonzero(mean == mean.max())[0]]  # ... smaller wins
+        if scoring == "accuracy": assert (mean == mean.max()).sum() >= 2     # this data ties two C on accuracy:
+        assert ours.C_ == search.best_params_["C"] == ours.Cs_[np.flatnonzero(mean == mean.max())[0]]   # smaller wins
         np.testing.assert_allclose(ours.predict_proba(Xt),
                                    KernelLogisticRegression(C=ours.C_, gamma=0.5, tol=1e-9).fit(X, y).predict_proba(Xt),
                                    atol=1e-7)
@@ -674,7 +675,8 @@ def test_cv_refit_from_the_folds_mean_alpha_is_the_cold_fit(multiclass):
 
 @pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
                                             (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'"),
-                                            (dict(Cs=True), "'Cs' parameter.*Got True"), (dict(Cs=[[1.0, 10.0]]), "Cs=")])
+                                            (dict(Cs=True), "'Cs' parameter.*Got True"),
+                                            (dict(Cs=[[1.0, 10.0]]), "Cs=")])
 def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
     from klrlab import KernelLogisticRegressionCV
     X, y, _, _ = gauss

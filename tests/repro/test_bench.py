@@ -147,7 +147,8 @@ def synthetic_records():
                 rows.append(dict(question="fixed_C", group="bench", dataset=dataset, n_train=10, C=C, tol=1e-3,
                                  method=method, median_seconds=seconds, median_cpu_seconds=cpu, floor_seconds=floor,
                                  floor_cpu_seconds=floor / 2, n_iter=1, n_kernel_evals=100, peak_rss_mib=1.0))
-    for dataset, klr, cal, cal_ens, ll in (("a", 1.0, 2.0, 4.0, [0.1, 0.2, 0.05]), ("b", 3.0, 2.0, 3.0, [0.3, 0.2, 0.4])):
+    for dataset, klr, cal, cal_ens, ll in (("a", 1.0, 2.0, 4.0, [0.1, 0.2, 0.05]),
+                                           ("b", 3.0, 2.0, 3.0, [0.3, 0.2, 0.4])):
         for method, seconds, loss in zip((KLR_ROUTE, *SVC_ROUTES.values()), (klr, cal, cal_ens), ll):
             rows.append(dict(question="calibrated", group="bench", dataset=dataset, n_train=10, method=method,
                              total_seconds=seconds, C_tuned=1.0, test_logloss=loss, test_brier=0.1,
