@@ -7,7 +7,7 @@ Docs: https://klrlab.github.io/klrlab/dual.html.md"""
 # %% auto #0
 __all__ = ['LOSSES', 'KEERTHI_MU', 'SPARSE_BOUND', 'box', 'lower_bound', 'initial_alpha', 'feasible_alpha', 'rescale_alpha',
            'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'check_dual_input',
-           'meb_matrix', 'meb_delta2', 'meb_tolerance', 'meb_relative_gap']
+           'meb_matrix', 'meb_delta2', 'meb_tolerance', 'meb_relative_gap', 'l2svm_relative_gap']
 
 # %% ../nbs/10_dual.ipynb #de7694e8
 import numpy as np
@@ -222,3 +222,11 @@ def meb_relative_gap(
     "The Frank-Wolfe gap of g = Delta^2 - alpha' Q alpha relative to g: at most tol certifies (1 - tol) g_opt <= g."
     g = delta2 - R
     return 2.0 * (R - float(np.min(s))) / g if g > 0 else float("inf")    # g <= 0: no ball, nothing certified
+
+def l2svm_relative_gap(
+    s,  # s = Q alpha for every point
+    R: float,  # alpha' Q alpha, the L2-SVM's dual objective (minimised)
+) -> float:  # 2 (R - min_i s_i) / R
+    """The Frank-Wolfe gap of alpha' Q alpha relative to it: at most tol certifies R <= R_opt / (1 - tol). Unlike the
+    ball's gap it does not shrink when Delta^2 dwarfs R (a large kernel diagonal, a tiny gamma with a huge C)."""
+    return 2.0 * (R - float(np.min(s))) / R if R > 0 else float("inf")

@@ -37,6 +37,7 @@ class FrankWolfeSVC(BaseKernelClassifier):
         "sample_size": [None, Interval(Integral, 1, None, closed="left")],
         "n_trials": [Interval(Integral, 1, None, closed="left")],
         "refine": ["boolean"],
+        "objective_tol": [None, Interval(Real, 0, 1, closed="neither")],
         "random_state": ["random_state"],
         "break_ties": ["boolean"],
     }
@@ -55,14 +56,15 @@ class FrankWolfeSVC(BaseKernelClassifier):
         init="random20",  # 'random20' (20 class-balanced random points, their ball solved) or 'two-point'
         sample_size=None,  # points drawn per vertex search (the paper's 59); None: every point
         n_trials=1,  # samples drawn before a passing stopping test is accepted (LibCVM: 7); needs sample_size
-        refine=True,  # after a sampled stop, go on with exact searches until the full gap holds (False: the paper's)
+        refine=True,  # go on with exact searches until the full gaps hold (False: the paper's sampled stop)
+        objective_tol=1e-3,  # also certify alpha'Q alpha to this relative gap (None: the paper's ball test alone)
         cache_size=200.0,  # MB of kernel rows to cache
         random_state=None,  # seed of the start and the samples
         break_ties=False,  # > 2 classes: tied votes go to the larger decision value (False: the first class, as LIBSVM)
     ):
         self.C, self.kernel, self.gamma, self.degree, self.coef0 = C, kernel, gamma, degree, coef0
         self.algorithm, self.eps, self.max_iter, self.init = algorithm, eps, max_iter, init
-        self.sample_size, self.n_trials, self.refine = sample_size, n_trials, refine
+        self.sample_size, self.n_trials, self.refine, self.objective_tol = sample_size, n_trials, refine, objective_tol
         self.cache_size, self.random_state, self.break_ties = cache_size, random_state, break_ties
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -74,12 +76,14 @@ class FrankWolfeSVC(BaseKernelClassifier):
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_frank_wolfe(cache, y, self.C, self.algorithm, self.eps, self.max_iter, self.init,
                                  sample_size=self.sample_size, n_trials=self.n_trials, refine=self.refine,
-                                 random_state=int(self._seeds.randint(2**31)))
+                                 objective_tol=self.objective_tol, random_state=int(self._seeds.randint(2**31)))
 
     def _unused_parameters(self) -> list:
         unused = super()._unused_parameters()
         if self.sample_size is None:
-            unused += [(name, "with sample_size=None every point is searched") for name in ("n_trials", "refine")]
+            unused += [("n_trials", "with sample_size=None every point is searched")]
+            if self.objective_tol is None:
+                unused += [("refine", "with sample_size=None and objective_tol=None the main run's gap is the full one")]
         return unused
 
     @property
@@ -87,6 +91,14 @@ class FrankWolfeSVC(BaseKernelClassifier):
         "The relative Frank-Wolfe gap each problem stopped at (one per one-vs-one pair for more than two classes)."
         check_is_fitted(self)
         values = [r.certificate.value for r in self.solver_results_]
+        return values[0] if len(values) == 1 else np.asarray(values)
+
+    @property
+    def objective_gap_(self):
+        """The Frank-Wolfe gap relative to alpha'Q alpha each problem stopped at, which bounds the L2-SVM objective's
+        relative error (one per one-vs-one pair for more than two classes)."""
+        check_is_fitted(self)
+        values = [r.info["objective_gap"] for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 
 # %% ../nbs/23_svm.ipynb #687dea89

@@ -10,7 +10,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from klrlab import FrankWolfeSVC
 from klrlab.datasets import make_twonorm
 from klrlab.kernels import Kernel
+from klrlab.dual import meb_matrix
 from klrlab.reference import l2svm_dual_qp
+from klrlab.solvers.frank_wolfe import solve_frank_wolfe
 
 
 @parametrize_with_checks([FrankWolfeSVC(), FrankWolfeSVC(algorithm="pairwise", kernel="linear"),
@@ -100,7 +102,12 @@ def test_a_precomputed_kernel_that_is_not_psd_is_refused():
 
 
 SWEEP = dict(C=3.0, kernel="linear", gamma=0.3, degree=2, coef0=1.0, algorithm="fw", eps=1e-2, max_iter=5,
-             init="two-point", sample_size=7, n_trials=3, refine=False, random_state=1, break_ties=True)
+             init="two-point", sample_size=7, n_trials=3, refine=False, objective_tol=1e-8, random_state=1,
+             break_ties=True)
+
+
+# refine acts only when a run ends above a tolerance: here the objective's, set tight
+SWEEP_BASE = dict(refine=dict(objective_tol=1e-8))
 
 
 @pytest.mark.parametrize("name", list(SWEEP))
@@ -108,12 +115,13 @@ def test_no_parameter_is_silently_ignored(name):
     "Set alone away from its default, every parameter changes the model, or a warning or an error names it."
     X, y = make_twonorm(120, seed=6)
     assert set(SWEEP) | {"cache_size"} >= set(FrankWolfeSVC().get_params())    # cache_size only changes the cost
+    base = {"random_state": 0} | SWEEP_BASE.get(name, {})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        default = FrankWolfeSVC(random_state=0).fit(X, y).decision_function(X)
+        default = FrankWolfeSVC(**base).fit(X, y).decision_function(X)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        changed = FrankWolfeSVC(**({"random_state": 0} | {name: SWEEP[name]})).fit(X, y).decision_function(X)
+        changed = FrankWolfeSVC(**(base | {name: SWEEP[name]})).fit(X, y).decision_function(X)
     named = [w for w in caught if f"{name}=" in str(w.message)]
     assert named or not np.array_equal(changed, default), f"{name} changed nothing and no warning named it"
 
@@ -125,6 +133,54 @@ def test_a_sampled_stop_above_tolerance_warns_with_the_remedy():
     assert not model.converged_ and model.dual_gap_ > model.certificate_.tol
     refined = FrankWolfeSVC(gamma=0.05, eps=1e-4, sample_size=5, refine=True, random_state=3).fit(X, y)
     assert refined.converged_ and refined.dual_gap_ <= refined.certificate_.tol
+
+def shifted_blobs(n=80, seed=3):
+    "Two overlapping Gaussian classes in 3-D (the stress audit's case)."
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, 1, -1); y[:2] = 1, -1
+    return rng.normal(size=(n, 3)) + 0.5 * y[:, None], y
+
+
+def test_a_large_kernel_diagonal_no_longer_passes_for_converged_early():
+    # Delta^2 = max k_ii + 1 + 1/C dwarfs alpha'Q alpha under a degree-12 polynomial: the ball's test (the paper's)
+    # passes long before the L2-SVM is solved. The objective's test carries the run to the QP oracle's optimum.
+    X, y = shifted_blobs()
+    X, kernel = X / 2, Kernel("poly", gamma=1 / 3, degree=12, coef0=1.0)
+    Q = meb_matrix(kernel(X), y, 1.0)
+    oracle = l2svm_dual_qp(kernel(X), y.astype(float), 1.0)["alpha"]
+    R_opt = oracle @ Q @ oracle
+    poly = dict(kernel="poly", degree=12, coef0=1.0, gamma=1 / 3, random_state=0)
+    papers = FrankWolfeSVC(objective_tol=None, **poly).fit(X, y)
+    ours = FrankWolfeSVC(**poly).fit(X, y)
+    R = lambda m: m.solver_results_[0].info["margin"]
+    assert papers.converged_ and papers.objective_gap_ > 1 and R(papers) > 1.2 * R_opt     # the paper's stop: early
+    assert ours.converged_ and ours.objective_gap_ <= 1e-3 and ours.n_iter_ > papers.n_iter_
+    assert R_opt * (1 - 1e-9) <= R(ours) <= R_opt / (1 - ours.objective_gap_)          # what the gap certifies
+
+
+def test_the_objective_gap_is_recomputed_from_scratch():
+    X, y = shifted_blobs(seed=5)
+    model = FrankWolfeSVC(C=10.0, gamma=0.5, random_state=0).fit(X, y)
+    Q = meb_matrix(Kernel("rbf", gamma=0.5)(X), y, 10.0)
+    alpha = model.solver_results_[0].alpha
+    s, R = Q @ alpha, alpha @ Q @ alpha
+    assert model.objective_gap_ == pytest.approx(2 * (R - s.min()) / R, rel=1e-9)
+
+
+def test_an_objective_gap_left_open_warns_with_the_remedy():
+    X, y = shifted_blobs()
+    with pytest.warns(ConvergenceWarning, match="gap relative to alpha'Q alpha is .* > objective_tol = 0.001.*scale"):
+        model = FrankWolfeSVC(kernel="linear", max_iter=20_000, random_state=0).fit(1e3 * X, y)
+    assert not model.converged_ and model.certificate_.satisfied and model.objective_gap_ > 1e-3
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -1e-3])
+def test_objective_tol_is_checked(bad):
+    X, y = shifted_blobs()
+    with pytest.raises(ValueError, match="objective_tol"):
+        FrankWolfeSVC(objective_tol=bad).fit(X, y)
+    with pytest.raises(ValueError, match="objective_tol=.*None"):
+        solve_frank_wolfe(Kernel("rbf", gamma=0.5).cache(X), y.astype(float), 1.0, objective_tol=bad)
 
 
 # ---- SparseSVC (Zhou's NSSVM) ----------------------------------------------------------------------------------------

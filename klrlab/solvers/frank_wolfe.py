@@ -11,7 +11,7 @@ __all__ = ['ALGORITHMS', 'INITS', 'initial_alpha', 'solve_frank_wolfe']
 import numpy as np
 
 from ..base import Certificate, SolverResult
-from ..dual import check_dual_input, meb_delta2, meb_relative_gap, meb_tolerance
+from ..dual import check_dual_input, l2svm_relative_gap, meb_delta2, meb_relative_gap, meb_tolerance
 from ..kernels import KernelCache
 from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_scores, scores_at
 
@@ -19,11 +19,13 @@ from ._frank_wolfe import ALGORITHM_CODES, STATUS, STEP_NAMES, frank_wolfe, meb_
 ALGORITHMS = ("fw", "mfw", "pairwise", "cvm")
 INITS = ("random20", "two-point")
 
-def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials):
+def _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials, objective_tol):
     y = check_dual_input(cache, y, C)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}; accepted values: {', '.join(map(repr, ALGORITHMS))}")
     if not (0 < eps < 1): raise ValueError(f"eps={eps!r}; it must lie in (0, 1)")
+    if objective_tol is not None and not (0 < objective_tol < 1):
+        raise ValueError(f"objective_tol={objective_tol!r}; it must be None (the ball's test alone) or lie in (0, 1)")
     if int(max_iter) != max_iter or max_iter < 0: raise ValueError(f"max_iter={max_iter!r}; it must be an integer >= 0")
     if init not in INITS: raise ValueError(f"init={init!r}; accepted values: {', '.join(map(repr, INITS))}")
     if int(n_init) != n_init or n_init < 2: raise ValueError(f"n_init={n_init!r}; it must be an integer >= 2")
@@ -146,15 +148,18 @@ def solve_frank_wolfe(
     n_init: int = 20,  # p, the points of the 'random20' start
     sample_size: int | None = None,  # draws per vertex search (the paper's r = 59), None: every point
     n_trials: int = 1,  # samples drawn before a passing stopping test is accepted (LibCVM: 7)
-    refine: bool = True,  # after a sampled stop, continue with exact searches until the full gap holds
+    refine: bool = True,  # after the main run, continue with exact searches until the full gaps hold
+    objective_tol: float | None = 1e-3,  # also certify alpha'Q alpha to this relative gap (None: the ball's test alone)
     random_state=None,  # seed or Generator of the start and the samples
     alpha0=None,  # a warm start on the simplex (replaces init)
     trace: bool = False,  # record every step (objective, relative gap, step type, core size, kernel evaluations)
 ) -> SolverResult:  # alpha on the simplex, bias = sum alpha_i y_i, certified by the relative Frank-Wolfe gap
     """Frandi et al.'s Frank-Wolfe methods on the L2-SVM's MEB dual; decision h(x) = sum_i alpha_i y_i (k(x_i, x) + 1),
-    certificate: the relative Frank-Wolfe gap over every point, which bounds (g* - g) / g. `n_iter` counts the main
-    loop's steps (CVM: its inner steps); the starting ball's MFW steps are `info['init_steps']`."""
-    y = _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials)
+    certificate: the relative Frank-Wolfe gap over every point, which bounds (g* - g) / g. With `objective_tol` the run
+    also goes on (exact searches) until the gap relative to alpha'Q alpha (`info['objective_gap']`) is at most
+    `objective_tol`, and counts as converged only then. `n_iter` counts the main loop's steps (CVM: its inner steps);
+    the starting ball's MFW steps are `info['init_steps']`."""
+    y = _check_problem(cache, y, C, algorithm, eps, max_iter, init, n_init, sample_size, n_trials, objective_tol)
     rng = np.random.default_rng(random_state)
     evals_before = cache.n_kernel_evals
     alpha, init_steps, start_solved = _start(cache, y, C, init, n_init, rng, alpha0)
@@ -170,26 +175,44 @@ def solve_frank_wolfe(
                                       max_iter, sample_size, n_trials, int(rng.integers(2**62)), trace)
         parts.append(part)
     s, R = _scores(cache, y, C, alpha)          # fresh: the certificate must not rest on accumulated rounding
-    gap = meb_relative_gap(s, R, delta2)
-    while refine and gap > tol and steps < max_iter and STATUS[status] != "no_progress":
+    gap, objective_gap = meb_relative_gap(s, R, delta2), l2svm_relative_gap(s, R)
+    met = lambda: gap <= tol and (objective_tol is None or objective_gap <= objective_tol)
+    while refine and not met() and steps < max_iter and STATUS[status] != "no_progress":
         code = ALGORITHM_CODES["mfw" if algorithm == "cvm" else algorithm]
-        taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, code, tol, max_iter - steps, None, 1,
+        run_tol = _exact_run_tol(tol, objective_tol, R, delta2)
+        taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, code, run_tol, max_iter - steps, None, 1,
                                       0, trace)
         steps, refinements = steps + taken, refinements + 1
         parts.append(part)
         s, R = _scores(cache, y, C, alpha)
-        gap = meb_relative_gap(s, R, delta2)
-        if refinements >= 3: break
-    advice = ("The sampled stopping test passed while the gap over every point did not: set refine=True, or "
-              "sample_size=None." if STATUS[status] == "converged" else "Increase max_iter, or loosen eps.")
+        gap, objective_gap = meb_relative_gap(s, R, delta2), l2svm_relative_gap(s, R)
+        if refinements >= 5: break
     return SolverResult(
         alpha=alpha, bias=float(alpha @ y), certificate=Certificate("relative_dual_gap", gap, tol), n_iter=steps,
-        n_kernel_evals=cache.n_kernel_evals - evals_before, converged=bool(gap <= tol), objective=delta2 - R,
+        n_kernel_evals=cache.n_kernel_evals - evals_before, converged=met(), objective=delta2 - R,
         trace=_joined_trace(parts) if trace else None,
         info=dict(algorithm=algorithm, eps=eps, delta2=delta2, margin=R, status=STATUS[status], init=init,
                   init_steps=init_steps, sample_size=sample_size, n_trials=n_trials, refinements=refinements,
-                  cvm_iterations=outer,
-                  core_size=int(np.count_nonzero(alpha)), advice=advice))
+                  cvm_iterations=outer, objective_gap=objective_gap, objective_tol=objective_tol,
+                  core_size=int(np.count_nonzero(alpha)),
+                  advice=_advice(status, gap <= tol, objective_gap, objective_tol) if not met() else ""))
+
+def _exact_run_tol(tol, objective_tol, R, delta2) -> float:
+    """The ball's relative-gap tolerance for an exact run that should also meet `objective_tol`: the two gaps differ
+    by the factor R / (Delta^2 - R), halved because R falls as the run goes on."""
+    if objective_tol is None or not 0 < R < delta2: return tol
+    return min(tol, 0.5 * objective_tol * R / (delta2 - R))
+
+def _advice(status, ball_met, objective_gap, objective_tol) -> str:
+    "What a run that did not converge tells the user."
+    if ball_met:        # only the objective's test failed
+        return (f"The ball's test holds, but the gap relative to alpha'Q alpha is {objective_gap:.3g} > objective_tol "
+                f"= {objective_tol:g}: set refine=True, increase max_iter, or scale the features (a kernel diagonal "
+                "that dwarfs alpha'Q alpha makes the ball's test weak and the steps slow).")
+    if STATUS[status] == "converged":
+        return "The sampled stopping test passed while the gap over every point did not: set refine=True, or " \
+               "sample_size=None."
+    return "Increase max_iter, or loosen eps."
 
 def _start(cache, y, C, init, n_init, rng, alpha0) -> tuple:
     """The warm start projected onto the simplex's face it names (clipped at 0, renormalised), else `initial_alpha`;

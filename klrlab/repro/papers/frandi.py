@@ -83,7 +83,7 @@ def make_model(config: str, C: float, gamma: float, seed: int, kernel: str = "rb
     shape = dict(kernel="poly", degree=2, coef0=0.0) if kernel == "poly" else dict(kernel="rbf")
     if config == "SVC": return SVC(C=C, gamma=gamma, **shape)
     return FrankWolfeSVC(C=C, gamma=gamma, algorithm=ALGORITHM_OF[config], eps=EPS, sample_size=SAMPLE_SIZE,
-                         n_trials=TRIALS_OF[config], refine=False, random_state=seed, **shape)
+                         n_trials=TRIALS_OF[config], refine=False, objective_tol=None, random_state=seed, **shape)
 
 def fit_record(model) -> dict:
     """A Frank-Wolfe fit's steps, gap and verdict; one-vs-one fits sum their pairs' steps and report the worst pair's
@@ -315,7 +315,7 @@ def equal_point(data, cell, state):
     if cell.config == "SVC": model = SVC(C=EQUAL_C, gamma=gamma)
     elif cell.config == "L2-SMO": model = L2SVMBySMO(EQUAL_C, gamma, SMO_TOL_OF[eps])
     else: model = FrankWolfeSVC(C=EQUAL_C, gamma=gamma, algorithm=ALGORITHM_OF[cell.config], eps=eps, refine=True,
-                                max_iter=EQUAL_MAX_ITER, random_state=cell.seed)
+                                objective_tol=None, max_iter=EQUAL_MAX_ITER, random_state=cell.seed)
     seconds = timed_fit(model, data.X, data.y)      # a fit stopped by max_iter is recorded as not converged
     extra = {} if cell.config == "SVC" else dict(
         n_iter=int(model.n_iter_), converged=bool(model.converged_),
