@@ -390,6 +390,22 @@ def test_svcpath_bad_parameters_are_named(bad, name):
     with pytest.raises(ValueError, match=name):
         SVCPath(**bad).fit(X, y)
 
+def test_svcpath_a_tight_kkt_tol_tightens_the_backup_instead_of_failing():
+    # kkt_tol = 1e-8 used to be refused, naming backup_tol, a parameter SVCPath does not have
+    from sklearn.datasets import make_classification
+    X, y = make_classification(80, 4, random_state=0)
+    model = SVCPath(kkt_tol=1e-8).fit(X, y)
+    assert model.converged_ and model.certificate_.value <= 1e-8
+
+
+@pytest.mark.parametrize("kkt_check, remedy", [(False, "set kkt_check=True"), (True, "loosen kkt_tol")])
+def test_svcpath_a_violation_above_kkt_tol_names_svcpaths_own_remedy(kkt_check, remedy):
+    from sklearn.datasets import make_classification
+    X, y = make_classification(80, 4, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=f"reached lambda_min with a KKT violation .*{remedy}") as caught:
+        SVCPath(kkt_tol=1e-12, kkt_check=kkt_check).fit(X, y)
+    assert not any("max_iter" in str(w.message) for w in caught)
+
 
 @pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
 def test_svcpath_multiclass_is_libsvm_one_vs_one_at_every_C(kernel):

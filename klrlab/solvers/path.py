@@ -354,7 +354,7 @@ def solve_path(
     kkt_check: bool = True,  # the optional KKT guard (56) after each step, repaired by the backup routine
     kkt_tol: float = 1e-3,  # epsilon_kkt of (56), and the certificate's tolerance
     init_tol: float = 1e-10,  # SMO tolerance of the initialisation routine (the paper's 1e-6)
-    backup_tol: float = 1e-8,  # SMO tolerance of the backup routine (the paper's 1e-3)
+    backup_tol: float | None = None,  # SMO tolerance of the backup routine (None: min(1e-8, kkt_tol / 4); paper 1e-3)
     rank_tol: float | None = 1e-10,  # rank tolerance relative to the largest singular value (None: m_A 1e-14 absolute)
     tau: float = 1e-4,  # the special-event routine's ambiguity threshold (paper)
     tau2: float = 1e-8,  # the special-event step test and the looping test (paper)
@@ -368,9 +368,10 @@ def solve_path(
 ) -> SolverResult:  # alpha, bias at lambda_min; the breakpoints in info['breakpoints']; certificate: max KKT violation
     """Ong, Shao and Yang's SVMP: the C-SVM's solutions for every lambda = 1/C in [lambda_min, lambda_max] as a
     piecewise-linear path of alpha_hat = lambda alpha and alpha0_hat = lambda b (f(x) = sum alpha y k(x) - b)."""
-    tols = dict(kkt_tol=kkt_tol, init_tol=init_tol, backup_tol=backup_tol, rank_tol=rank_tol, tau=tau, tau2=tau2,
-                pivot_tol=pivot_tol)
+    tols = dict(kkt_tol=kkt_tol, init_tol=init_tol, backup_tol=1e-8 if backup_tol is None else backup_tol,
+                rank_tol=rank_tol, tau=tau, tau2=tau2, pivot_tol=pivot_tol)
     y = _check_path_input(cache, y, lambda_max, lambda_min, factorization, tols, max_breakpoints, max_blocked, gamma)
+    if backup_tol is None: backup_tol = min(1e-8, kkt_tol / 4)      # a tighter kkt_tol needs a tighter backup
     if kkt_check and guard_in_step and not backup_tol < kkt_tol / 2:
         raise ValueError(f"backup_tol={backup_tol!r} must be below kkt_tol / 2 = {kkt_tol / 2!r}: the guard rows stop a "
                          "step at kkt_tol / 2, and a backup solution less accurate than that trips them again at once")
@@ -490,6 +491,10 @@ def solve_path(
     if stalled is not None: info["advice"] = f"The path stopped early: {stalled}."
     elif not finished:
         info["advice"] = f"The path stopped at lambda={lam:g} > lambda_min; increase max_breakpoints."
+    elif not certificate.satisfied:
+        info["advice"] = (f"The path reached lambda_min with a KKT violation of {worst:.3g} > kkt_tol = {kkt_tol:g}: "
+                          + ("set kkt_check=True (its guard keeps every step within kkt_tol), or loosen kkt_tol."
+                             if not kkt_check else "rounding holds the violation there: loosen kkt_tol."))
     return SolverResult(alpha=a / lam, bias=-a0 / lam, certificate=certificate, n_iter=len(bp["lam"]) - 1,
                         n_kernel_evals=cache.n_kernel_evals - evals_before,
                         converged=finished and certificate.satisfied,
