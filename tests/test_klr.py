@@ -876,3 +876,14 @@ def test_one_vs_rest_reports_its_worst_problem_s_certificate():
     clf = KernelLogisticRegression(C=10.0, gamma=0.5).fit(X, y)
     values = [r.certificate.value for r in clf.solver_results_]
     assert len(values) == 3 and len(set(values)) == 3 and clf.certificate_.value == max(values)
+
+
+def test_running_out_of_steps_on_unscaled_features_advises_scaling():
+    # found by a stress audit: 'increase max_iter' barely helps when C times the kernel's scale is huge
+    from sklearn.datasets import make_classification
+    X, y = make_classification(100, 4, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="kernel's largest diagonal value is .*scale the features"):
+        KernelLogisticRegression(kernel="linear", max_iter=2000).fit(1e6 * X, y)
+    with pytest.warns(ConvergenceWarning, match="Increase max_iter, or loosen tol") as caught:
+        KernelLogisticRegression(gamma=0.5, max_iter=5).fit(X, y)
+    assert not any("scale the features" in str(w.message) for w in caught)

@@ -101,13 +101,20 @@ def solve_dual(
                         trace=_joined_trace(traces, gap, value) if trace else None,
                         info=dict(loss=loss, wss=wss, lam=lam, lo=lo, hi=hi, status=STATUS[status],
                                   refinements=max(rounds - 1, 0), scheme=scheme, finished_by=finished_by,
-                                  **_stall_advice(STATUS[status], gap <= tol)))
+                                  **_stall_advice(STATUS[status], gap <= tol, C, float(np.max(cache.diagonal)))))
 
-def _stall_advice(status: str, converged: bool) -> dict:
-    "The advice a non-converged run that stopped making progress gives instead of 'increase max_iter'."
-    if converged or status != "no_progress": return {}
-    return dict(advice="The steps stopped changing alpha before the KKT violation reached tol: tol is below what "
-                       "rounding allows at this C; loosen tol.")
+def _stall_advice(status: str, converged: bool, C: float, max_diagonal: float) -> dict:
+    """The advice of a run that did not converge, where the base's 'increase max_iter' would mislead: a run that
+    stopped making progress, or one that ran out of steps with C times the kernel's scale so large that its steps
+    are tiny (features far from unit scale)."""
+    if converged: return {}
+    if status == "no_progress":
+        return dict(advice="The steps stopped changing alpha before the KKT violation reached tol: tol is below what "
+                           "rounding allows at this C; loosen tol.")
+    if status == "max_iter" and np.isfinite(C) and C * max_diagonal > 1e6:
+        return dict(advice=f"C times the kernel's largest diagonal value is {C * max_diagonal:.3g}, so each step moves "
+                           "little: scale the features (or lower C) before increasing max_iter.")
+    return {}
 
 # %% ../../nbs/11_smo.ipynb #f21703ea
 def _check_scheme(scheme, loss, wss, trace):
