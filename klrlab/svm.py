@@ -160,16 +160,22 @@ class SparseSVC(BaseKernelClassifier):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit on training data `X` (dense or, for the linear kernel, sparse) and labels `y`. A binary model that
-        predicts one class on all of X warns: NSSVM is a local method, and its rule (67) can stop at such a point."""
+        predicts one class on all of X warns, saying why: NSSVM's rule (67) can stop at such a point, and with s = m
+        at a small C it can be the optimum itself."""
         self._fit(X, y)
         if self.kernel == "linear":
             self.coef_ = np.array([r.info["w"] for r in self.solver_results_])
         elif hasattr(self, "coef_"): del self.coef_       # a kernel model has no weight vector: none from a last fit
-        if len(self.classes_) == 2 and self.solver_results_[0].info["one_class"]:   # the solver's own scores
+        result = self.solver_results_[0]
+        if len(self.classes_) == 2 and result.info["one_class"]:   # the solver's own scores
+            unconstrained = result.info["s"] >= len(result.alpha)      # s = m: a stationary point is the optimum
+            why = ("with s = m its Newton iterate is stationary, so it is the convex problem's optimum: at this C and "
+                   "kernel the best model is one class; a larger C, or another gamma or kernel, weighs the data more"
+                   if result.converged and unconstrained else
+                   "Newton's method stopped by the paper's rule (67), training accuracy no longer improving; a larger "
+                   "s or beta, or another gamma or kernel, may reach a better point")
             warnings.warn(f"SparseSVC predicts one class on all its training data (final s = {self.sparsity_level_}): "
-                          "Newton's method stopped by the paper's rule (67), training accuracy no longer improving; "
-                          "a larger s or beta, or another gamma or kernel, may reach a better point",
-                          ConstantModelWarning, stacklevel=3)
+                          + why, ConstantModelWarning, stacklevel=3)
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):

@@ -582,3 +582,25 @@ def test_sparse_svc_warns_when_it_predicts_one_class_on_its_training_data():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConstantModelWarning)
         assert SparseSVC(kernel="rbf").fit(X, 1 - y).score(X, 1 - y) > 0.9
+    assert "rule (67)" in str(caught_67(X, y))
+
+
+def caught_67(X, y):
+    "The ConstantModelWarning of the rule-(67) stop above."
+    from klrlab import SparseSVC
+    from klrlab.base import ConstantModelWarning
+    with pytest.warns(ConstantModelWarning) as caught:
+        SparseSVC(kernel="rbf").fit(X, y)
+    return caught[0].message
+
+
+def test_sparse_svc_one_class_at_the_optimum_says_so_not_rule_67():
+    # a stress audit: at C = 1e-6 with s = m the one-class model is the convex problem's optimum, and the warning
+    # blamed the rule (67) and a larger s
+    from sklearn.datasets import make_classification
+    from klrlab import SparseSVC
+    from klrlab.base import ConstantModelWarning
+    X, y = make_classification(100, 4, random_state=0, weights=[0.7])
+    with pytest.warns(ConstantModelWarning, match="with s = m its Newton iterate is stationary.*a larger C") as caught:
+        model = SparseSVC(C=1e-6, s=100, kernel="rbf").fit(X, y)
+    assert model.converged_ and not any("rule (67)" in str(w.message) for w in caught)
