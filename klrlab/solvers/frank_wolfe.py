@@ -176,8 +176,8 @@ def solve_frank_wolfe(
         parts.append(part)
     s, R = _scores(cache, y, C, alpha)          # fresh: the certificate must not rest on accumulated rounding
     gap, objective_gap = meb_relative_gap(s, R, delta2), l2svm_relative_gap(s, R)
-    met = lambda: gap <= tol and (objective_tol is None or objective_gap <= objective_tol)
-    while refine and not met() and steps < max_iter and STATUS[status] != "no_progress":
+    while (refine and not _certified(gap, tol, objective_gap, objective_tol) and steps < max_iter
+           and STATUS[status] != "no_progress"):
         code = ALGORITHM_CODES["mfw" if algorithm == "cvm" else algorithm]
         run_tol = _exact_run_tol(tol, objective_tol, R, delta2)
         taken, R, status, part = _run(cache, y, C, alpha, s, R, delta2, every, code, run_tol, max_iter - steps, None, 1,
@@ -187,15 +187,20 @@ def solve_frank_wolfe(
         s, R = _scores(cache, y, C, alpha)
         gap, objective_gap = meb_relative_gap(s, R, delta2), l2svm_relative_gap(s, R)
         if refinements >= 5: break
+    converged = _certified(gap, tol, objective_gap, objective_tol)
     return SolverResult(
         alpha=alpha, bias=float(alpha @ y), certificate=Certificate("relative_dual_gap", gap, tol), n_iter=steps,
-        n_kernel_evals=cache.n_kernel_evals - evals_before, converged=met(), objective=delta2 - R,
+        n_kernel_evals=cache.n_kernel_evals - evals_before, converged=converged, objective=delta2 - R,
         trace=_joined_trace(parts) if trace else None,
         info=dict(algorithm=algorithm, eps=eps, delta2=delta2, margin=R, status=STATUS[status], init=init,
                   init_steps=init_steps, sample_size=sample_size, n_trials=n_trials, refinements=refinements,
                   cvm_iterations=outer, objective_gap=objective_gap, objective_tol=objective_tol,
                   core_size=int(np.count_nonzero(alpha)),
-                  advice=_advice(status, gap <= tol, objective_gap, objective_tol) if not met() else ""))
+                  advice="" if converged else _advice(status, gap <= tol, objective_gap, objective_tol)))
+
+def _certified(gap, tol, objective_gap, objective_tol) -> bool:
+    "Whether the ball's gap meets `tol` and, unless `objective_tol` is None, the objective's gap meets it."
+    return gap <= tol and (objective_tol is None or objective_gap <= objective_tol)
 
 def _exact_run_tol(tol, objective_tol, R, delta2) -> float:
     """The ball's relative-gap tolerance for an exact run that should also meet `objective_tol`: the two gaps differ

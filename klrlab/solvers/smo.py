@@ -101,9 +101,9 @@ def solve_dual(
                         trace=_joined_trace(traces, gap, value) if trace else None,
                         info=dict(loss=loss, wss=wss, lam=lam, lo=lo, hi=hi, status=STATUS[status],
                                   refinements=max(rounds - 1, 0), scheme=scheme, finished_by=finished_by,
-                                  **_stall_advice(STATUS[status], gap <= tol, C, float(np.max(cache.diagonal)))))
+                                  **_unconverged_advice(STATUS[status], gap <= tol, C, cache)))
 
-def _stall_advice(status: str, converged: bool, C: float, max_diagonal: float) -> dict:
+def _unconverged_advice(status: str, converged: bool, C: float, cache) -> dict:
     """The advice of a run that did not converge, where the base's 'increase max_iter' would mislead: a run that
     stopped making progress, or one that ran out of steps with C times the kernel's scale so large that its steps
     are tiny (features far from unit scale)."""
@@ -111,9 +111,10 @@ def _stall_advice(status: str, converged: bool, C: float, max_diagonal: float) -
     if status == "no_progress":
         return dict(advice="The steps stopped changing alpha before the KKT violation reached tol: tol is below what "
                            "rounding allows at this C; loosen tol.")
-    if status == "max_iter" and np.isfinite(C) and C * max_diagonal > 1e6:
-        return dict(advice=f"C times the kernel's largest diagonal value is {C * max_diagonal:.3g}, so each step moves "
-                           "little: scale the features (or lower C) before increasing max_iter.")
+    scale = C * float(np.max(cache.diagonal)) if status == "max_iter" and np.isfinite(C) else 0.0
+    if scale > 1e6:
+        return dict(advice=f"C times the kernel's largest diagonal value is {scale:.3g}, so each step moves little: "
+                           "scale the features (or lower C) before increasing max_iter.")
     return {}
 
 # %% ../../nbs/11_smo.ipynb #f21703ea
