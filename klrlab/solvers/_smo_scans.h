@@ -37,7 +37,8 @@ typedef struct {
 /* Each pass streams one kernel row of n doubles (40-400 KB) that is rarely in cache; the hardware prefetcher ramps up
    slowly on a new stream, so the pass was bound by memory latency at a third of the bandwidth. Asking for the row's
    head at the start and for the line AHEAD doubles in front of each load keeps the requests in flight. Prefetches
-   are hints: the arithmetic, and so every result, is unchanged. */
+   are hints: the arithmetic, and so every result, is unchanged. Building with -DKLR_PREFETCH_AHEAD=0 leaves them out
+   (for a before/after profile). */
 #ifndef KLR_PREFETCH_AHEAD
 #define KLR_PREFETCH_AHEAD 256
 #endif
@@ -48,7 +49,8 @@ typedef struct {
     } while (0)
 #define KLR_PREFETCH(row, k, n)                                                                                     \
     do {                                                                                                            \
-        if ((k) + KLR_PREFETCH_AHEAD < (n)) __builtin_prefetch((row) + (k) + KLR_PREFETCH_AHEAD, 0, 3);            \
+        if (KLR_PREFETCH_AHEAD > 0 && (k) + KLR_PREFETCH_AHEAD < (n))                                              \
+            __builtin_prefetch((row) + (k) + KLR_PREFETCH_AHEAD, 0, 3);                                             \
     } while (0)
 
 /* s -= t (row_i - row_j), and the extremes of the new scores: max over I_up, min over I_low. The rows may be s
