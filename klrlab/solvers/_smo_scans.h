@@ -35,7 +35,7 @@ typedef struct {
 #define KLR_SELECT_I(mask, b, a) (((mask) & (b)) | (~(mask) & (a)))
 #define KLR_LOAD(VD, dst, src) memcpy(&(dst), (src), sizeof(VD))
 /* Each pass streams one kernel row of n doubles (40-400 KB) that is rarely in cache; the hardware prefetcher ramps up
-   slowly on a new stream, so the pass was bound by memory latency at a third of the bandwidth. Asking for the row's
+   slowly on a new stream, so the pass was bound by memory latency, well below the bandwidth. Asking for the row's
    head at the start and for the line AHEAD doubles in front of each load keeps the requests in flight. Prefetches
    are hints: the arithmetic, and so every result, is unchanged. Building with -DKLR_PREFETCH_AHEAD=0 leaves them out
    (for a before/after profile). */
