@@ -450,21 +450,34 @@ def vector_exp(double[::1] x, str body=None):
             klr_exp_inplace_with(avx2, &x[0], x.shape[0])
 
 
-def take_block(const double[:, ::1] K, rows, columns):
-    """K[rows][:, columns] as a new C-ordered array, in one pass (each output row gathered from one row of K): a
-    cross-validation fold's training or held-out block of the whole kernel matrix. IndexError names a bad index."""
+def take_block(const double[:, ::1] K, rows, columns, out=None):
+    """K[rows][:, columns] as a C-ordered array, in one pass (each output row gathered from one row of K): a
+    cross-validation fold's training or held-out block of the whole kernel matrix. IndexError names a bad index.
+    `out`: a 1-D float64 scratch array whose head receives the block (returned as a view of it), so that the folds of
+    one cross-validation reuse one buffer instead of faulting in fresh pages for every block."""
     cdef Py_ssize_t[::1] r = _checked_indices(rows, K.shape[0], "rows")
     cdef Py_ssize_t[::1] c = _checked_indices(columns, K.shape[1], "columns")
-    block = np.empty((r.shape[0], c.shape[0]))
-    cdef double[:, ::1] out = block
+    block = np.empty((r.shape[0], c.shape[0])) if out is None else _scratch_view(out, r.shape[0], c.shape[0])
+    cdef double[:, ::1] target = block
     cdef Py_ssize_t a, b
     cdef const double* source
     with nogil:
         for a in range(r.shape[0]):
             source = &K[r[a], 0]
             for b in range(c.shape[0]):
-                out[a, b] = source[c[b]]
+                target[a, b] = source[c[b]]
     return block
+
+
+def _scratch_view(out, Py_ssize_t n_rows, Py_ssize_t n_columns):
+    "The first n_rows * n_columns entries of the scratch array `out` as an (n_rows, n_columns) C-ordered view."
+    if not (isinstance(out, np.ndarray) and out.ndim == 1 and out.dtype == np.float64 and out.flags.c_contiguous
+            and out.flags.writeable):
+        raise ValueError("out must be a writeable, contiguous 1-D float64 array (a scratch buffer)")
+    if out.shape[0] < n_rows * n_columns:
+        raise ValueError(f"out holds {out.shape[0]} values; the block needs {n_rows} x {n_columns} = "
+                         f"{n_rows * n_columns}")
+    return out[:n_rows * n_columns].reshape(n_rows, n_columns)
 
 
 def _checked_indices(indices, Py_ssize_t size, str name):

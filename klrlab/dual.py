@@ -74,12 +74,14 @@ def feasible_alpha(
     hi: float,  # the box's upper bound
 ) -> np.ndarray:  # a feasible start
     "A warm start made feasible: clipped into [lo, hi], then the heavier class scaled toward lo until y'alpha = 0."
-    alpha = np.clip(np.asarray(alpha0, dtype=np.float64), lo, hi)
+    alpha = np.minimum(np.maximum(np.asarray(alpha0, dtype=np.float64), lo), hi)   # np.clip, without its wrapper's cost
     excess = float(alpha @ y)
-    heavy = y > 0 if excess > 0 else y < 0
-    room = float((alpha[heavy] - lo).sum())
-    if abs(excess) > 0 and room > 0:
-        alpha[heavy] = lo + (alpha[heavy] - lo) * max(0.0, 1 - abs(excess) / room)
+    # a start balanced to the product's rounding stays as it is: scaling a class by 1 - 1e-16 would move alphas that
+    # sit on a bound one unit in the last place off it (free, to the solver, so the SVM's bias leaves the midpoint)
+    if abs(excess) > 4 * np.finfo(np.float64).eps * float(np.abs(alpha).sum()):
+        heavy = y > 0 if excess > 0 else y < 0
+        room = float((alpha[heavy] - lo).sum())
+        if room > 0: alpha[heavy] = lo + (alpha[heavy] - lo) * max(0.0, 1 - abs(excess) / room)
     scale = max(1.0, hi) if np.isfinite(hi) else max(1.0, float(np.abs(alpha).sum()))    # hi = inf: an L2-SVM
     if abs(alpha @ y) > 1e-9 * scale * len(y):
         return initial_alpha(y, lo, hi, hi * min((y > 0).sum(), (y < 0).sum()) / 2)
