@@ -9,8 +9,8 @@ __all__ = ['PAPERS', 'PACKAGE_DIR', 'PUBLISHED_DIR', 'NON_KEY_COLUMNS', 'PROTOCO
            'published_tables', 'published', 'key_columns', 'SkipPoint', 'per_profile', 'load_dataset', 'Experiment',
            'Protocol', 'select_best', 'sparsest_of_top', 'Cell', 'canonical_params', 'code_fingerprint', 'cell_path',
            'save_record', 'load_record', 'loadable', 'run_chain', 'execute', 'RunResult', 'check_out_dir',
-           'datasets_of', 'expand', 'records_frame', 'compare', 'environment', 'get_protocol', 'stored_cells',
-           'store_cells', 'run']
+           'datasets_of', 'expand', 'records_frame', 'compare', 'cpu_description', 'environment', 'get_protocol',
+           'stored_cells', 'store_cells', 'run']
 
 # %% ../../nbs/80_harness.ipynb #5058275b
 import hashlib
@@ -448,6 +448,27 @@ def compare(
     return table
 
 # %% ../../nbs/80_harness.ipynb #774cb1b4
+def cpu_description() -> dict:
+    """The processor's model, its widest vector extension and the BLAS kernels chosen for it: ratios of timings from
+    hosts that differ here are not comparable (without AVX-512 OpenBLAS runs its Haswell kernels, which moves a
+    BLAS-bound time such as the kernel-matrix floor more than loops written for AVX2)."""
+    flags, model = set(), platform.processor() or None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model in (None, "x86_64"): model = value.strip()
+            if key.strip() == "flags": flags = set(value.split()); break
+    except OSError:
+        pass
+    vector = next((name for name in ("avx512f", "avx2", "sse2") if name in flags), None)
+    try:
+        from threadpoolctl import threadpool_info
+        blas = sorted({f"{i.get('internal_api')} {i.get('architecture')}" for i in threadpool_info()
+                       if i.get("user_api") == "blas"})
+    except ImportError:
+        blas = []
+    return dict(cpu_model=model, cpu_vector=vector, blas_kernels=blas)
+
 def environment() -> dict:
     "Versions, machine and git commit, recorded with every run and benchmark."
     import numpy, scipy, sklearn
@@ -465,6 +486,7 @@ def environment() -> dict:
         sklearn=sklearn.__version__,
         machine=platform.machine(),
         cpus=os.cpu_count(),
+        **cpu_description(),
         git_commit=commit,
         when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
