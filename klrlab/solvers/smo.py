@@ -48,10 +48,11 @@ def _joined_trace(rounds: list, gap: float, final_objective: float) -> dict:
     )
 
 def _certify(cache, loss, y, alpha, F, C, lam, lo, hi) -> tuple:
-    """(m - M, bias, m, M) from F recomputed from the kernel rows: the certificate must not rest on the rounding the
-    loop's incremental F accumulates. One compiled pass; `score_extremes` and `dual_bias` are its NumPy statement,
-    which a dozen array operations made cost more than a small warm-started solve (tested equal below)."""
-    return certify(cache, LOSS_CODES[loss], y, alpha, F, float(C), float(lam), float(lo), float(hi))
+    """(m - M, bias) from F recomputed from the kernel rows: the certificate must not rest on the rounding the loop's
+    incremental F accumulates. One compiled pass; `score_extremes` and `dual_bias` are its NumPy statement, which a
+    dozen array operations made cost more than a small warm-started solve (tested equal below)."""
+    gap, bias, _, _ = certify(cache, LOSS_CODES[loss], y, alpha, F, float(C), float(lam), float(lo), float(hi))
+    return gap, bias
 
 def solve_dual(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
@@ -79,7 +80,7 @@ def solve_dual(
     n_iter, rounds, traces, status, finished_by, run_box = 0, 0, [], 0, scheme, True
     if scheme == "keerthi":
         n_iter, status = smo_keerthi(cache, y, alpha, F, float(C), float(lam), lo, hi, float(tol), int(max_iter))
-        gap, bias, m, M = _certify(cache, loss, y, alpha, F, C, lam, lo, hi)
+        gap, bias = _certify(cache, loss, y, alpha, F, C, lam, lo, hi)
         run_box = gap > tol and n_iter < max_iter and STATUS[status] == "converged"
         finished_by = "box" if run_box else "keerthi"
     while run_box:
@@ -90,7 +91,7 @@ def solve_dual(
         )
         if trace: traces.append((steps, buffers))
         n_iter += steps
-        gap, bias, m, M = _certify(cache, loss, y, alpha, F, C, lam, lo, hi)
+        gap, bias = _certify(cache, loss, y, alpha, F, C, lam, lo, hi)
         rounds += 1
         if gap <= tol or n_iter >= max_iter or STATUS[status] == "no_progress" or rounds >= 3: break
     value = objective(code_loss, y, alpha, F, float(C), float(lam))
