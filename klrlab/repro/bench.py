@@ -10,12 +10,12 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'SVC_MATCHED_ROUTES', 'FW_ALGORITHMS', 'SVC_LINEAR_MAX_N', 'LIBLINEAR_EPS', 'PATH_GAMMA', 'PATH_SWEEP_SIZE',
            'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS',
            'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS',
-           'FEATURE_SCALING', 'FIXED_METHODS', 'CALIBRATED_COMPARISONS', 'CALIBRATED_PAIRS', 'LARGE_SETS',
-           'LARGE_METHODS', 'pin_one_thread', 'strict_json', 'timed_runs', 'median_seconds', 'single_thread_median',
-           'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor', 'bench_fixed_C',
-           'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset', 'bench_path_dataset', 'bench',
-           'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records', 'large_fit', 'bench_large',
-           'large_fit_table']
+           'FEATURE_SCALING', 'FIXED_METHODS', 'CALIBRATED_COMPARISONS', 'CALIBRATED_PAIRS', 'RECORD_TIMINGS',
+           'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread', 'strict_json', 'timed_runs', 'median_seconds',
+           'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor',
+           'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset',
+           'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records',
+           'timing_change', 'large_fit', 'bench_large', 'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -952,6 +952,29 @@ def read_bench_records(
     "The records in `folder` matching `pattern`, {file stem: payload}, oldest first (by the run's time)."
     payloads = {p.stem: json.loads(p.read_text()) for p in Path(folder).glob(pattern)}
     return dict(sorted(payloads.items(), key=lambda item: item[1]["environment"]["when"]))
+
+# %% ../../nbs/81_bench.ipynb #4a2a9483
+RECORD_TIMINGS = {"floor (rbf_kernel)": "floor_s", "KLR": "klr_s", "SVC": "svc_s", "libsvm-official": "libsvm_s"}
+
+def _bench_fits(records, tol: float) -> pd.DataFrame:
+    "A record's fixed-C rows on the bench sets at `tol`, indexed by (set, C)."
+    fixed = fixed_C_table(records)
+    return fixed[(fixed.group == "bench") & np.isclose(fixed.tol, tol)].set_index(["dataset", "C"])
+
+def timing_change(
+    earlier,  # a record's rows (the JSON's "records")
+    later,  # another record's rows: the same command on another machine or at another commit
+    tol: float = 1e-3,  # the tolerance whose fits are compared
+) -> pd.DataFrame:
+    """Each timing of question (a) (`RECORD_TIMINGS`), `later`'s median seconds over `earlier`'s on the bench sets'
+    fits both records have, one per (set, C): the lowest, median and highest factor, and how many fits."""
+    old, new = _bench_fits(earlier, tol), _bench_fits(later, tol)
+    shared = old.index.intersection(new.index)
+    if shared.empty: raise ValueError(f"the two records share no fixed-C fit on the bench sets at tol={tol}")
+    factors = pd.DataFrame({who: new.loc[shared, column] / old.loc[shared, column]
+                            for who, column in RECORD_TIMINGS.items()})
+    summary = factors.quantile([0, 0.5, 1]).T.set_axis(["lowest", "median", "highest"], axis=1)
+    return summary.assign(fits=len(shared))
 
 # %% ../../nbs/81_bench.ipynb #669a6a3f
 LARGE_SETS = ("a9a", "ijcnn1")       # the memory-and-scale sets (own test files)

@@ -21,7 +21,7 @@ from klrlab.cli import main
 from klrlab.datasets import make_twonorm
 from klrlab.repro.bench import (CALIBRATION_FOLDS, KLR_C, KLR_MATCHED_ROUTE, KLR_ROUTE, SVC_MATCHED_ROUTES, SVC_ROUTES,
                                 TOLERANCES, bench, bench_calibrated, bench_fixed_C, calibrated_table, fixed_C_table,
-                                headline, peak_rss_increase, pin_one_thread, read_bench_records)
+                                headline, peak_rss_increase, pin_one_thread, read_bench_records, timing_change)
 from klrlab.repro.harness import ReproError
 
 STORED = Path(__file__).parents[2] / "nbs" / "results" / "bench_klr_before.json"
@@ -206,6 +206,28 @@ def test_summaries_add_the_svc_routes_at_klr_tolerance_when_the_record_has_them(
     assert h["KLR log-loss no worse at KLR's tol (ensemble=False), sets"] == 2     # 0.1 <= 0.3; 0.3 <= 0.3
     assert h["KLR log-loss no worse at KLR's tol (ensemble=True), sets"] == 1      # a: 0.1 > 0.05; b: 0.3 <= 0.4
     assert h["KLR time / calibrated SVC (ensemble=False)"] == pytest.approx(1.0)   # and the default ones stay
+
+
+def test_timing_change_recovers_each_methods_factor_fit_by_fit():
+    "The same fits twice, each method slowed by its own factors: the lowest, median and highest of each are found."
+    earlier = synthetic_records()
+    slower = {"klrlab KLR": {"a": 3.0, "b": 1.0}, "sklearn SVC": {"a": 2.0, "b": 2.0},
+              "libsvm-official svm_train": {"a": 0.5, "b": 1.5}}
+    later = [dict(r) for r in earlier]
+    for r in later:
+        if r["question"] != "fixed_C": continue
+        r["median_seconds"] *= slower[r["method"]][r["dataset"]]
+        r["floor_seconds"] *= 4.0
+    change = timing_change(earlier, later)
+    assert list(change.index) == ["floor (rbf_kernel)", "KLR", "SVC", "libsvm-official"]
+    assert (change.fits == 4).all()                                                 # two sets at two C
+    assert change.loc["KLR"].tolist()[:3] == [1.0, 2.0, 3.0] and change.loc["SVC"].tolist()[:3] == [2.0, 2.0, 2.0]
+    assert change.loc["libsvm-official"].tolist()[:3] == [0.5, 1.0, 1.5]
+    assert change.loc["floor (rbf_kernel)"].tolist()[:3] == [4.0, 4.0, 4.0]
+    only_b = [r for r in later if r.get("dataset") != "a"]
+    assert (timing_change(earlier, only_b).fits == 2).all()                         # the fits both records have
+    with pytest.raises(ValueError, match="share no fixed-C fit"):
+        timing_change(earlier, later, tol=1e-5)
 
 
 def test_read_bench_records_orders_by_run_time(tmp_path):
