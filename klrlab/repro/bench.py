@@ -916,6 +916,10 @@ def calibrated_table(
         rows.append(row)
     return pd.DataFrame(rows)
 
+def _bench_rows(fixed: pd.DataFrame, tol: float) -> pd.DataFrame:
+    "The rows of a `fixed_C_table` on the bench sets (not the scaling sets) at one tolerance."
+    return fixed[(fixed.group == "bench") & np.isclose(fixed.tol, tol)]
+
 def headline(
     records,  # a record's rows
     tol: float = 1e-3,  # the tolerance the fixed-C medians are taken at
@@ -924,7 +928,7 @@ def headline(
     fixed, calibrated = fixed_C_table(records), calibrated_table(records)
     out = {}
     if len(fixed):
-        at = fixed[(fixed.group == "bench") & np.isclose(fixed.tol, tol)]
+        at = _bench_rows(fixed, tol)
         for C, part in at.groupby("C"):
             out[f"KLR / SVC, C={C:g}"] = float(part.klr_over_svc.median())
             out[f"KLR / SVC (CPU time), C={C:g}"] = float(part.klr_over_svc_cpu.median())
@@ -956,11 +960,6 @@ def read_bench_records(
 # %% ../../nbs/81_bench.ipynb #4a2a9483
 RECORD_TIMINGS = {"floor (rbf_kernel)": "floor_s", "KLR": "klr_s", "SVC": "svc_s", "libsvm-official": "libsvm_s"}
 
-def _bench_fits(records, tol: float) -> pd.DataFrame:
-    "A record's fixed-C rows on the bench sets at `tol`, indexed by (set, C)."
-    fixed = fixed_C_table(records)
-    return fixed[(fixed.group == "bench") & np.isclose(fixed.tol, tol)].set_index(["dataset", "C"])
-
 def timing_change(
     earlier,  # a record's rows (the JSON's "records")
     later,  # another record's rows: the same command on another machine or at another commit
@@ -968,7 +967,7 @@ def timing_change(
 ) -> pd.DataFrame:
     """Each timing of question (a) (`RECORD_TIMINGS`), `later`'s median seconds over `earlier`'s on the bench sets'
     fits both records have, one per (set, C): the lowest, median and highest factor, and how many fits."""
-    old, new = _bench_fits(earlier, tol), _bench_fits(later, tol)
+    old, new = (_bench_rows(fixed_C_table(records), tol).set_index(["dataset", "C"]) for records in (earlier, later))
     shared = old.index.intersection(new.index)
     if shared.empty: raise ValueError(f"the two records share no fixed-C fit on the bench sets at tol={tol}")
     factors = pd.DataFrame({who: new.loc[shared, column] / old.loc[shared, column]
