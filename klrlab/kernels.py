@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/kernels.html.md"""
 
 # %% auto #0
 __all__ = ['KERNELS', 'OFFSET_RATIO', 'gamma_from_sigma', 'sigma_from_gamma', 'check_matrix', 'linear_kernel',
-           'polynomial_kernel', 'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'kernel_rounding',
-           'check_precomputed_kernel', 'time_cache']
+           'polynomial_kernel', 'squared_distances', 'rbf_kernel', 'laplacian_kernel', 'Kernel', 'check_kernel_range',
+           'kernel_rounding', 'check_precomputed_kernel', 'time_cache']
 
 # %% ../nbs/01_kernels.ipynb #fb1122fc
 import time
@@ -251,6 +251,34 @@ class Kernel:
         for start in range(0, X.shape[0], rows):
             out[start:start + rows] = self(X[start:start + rows], Y) @ coef
         return out
+
+# %% ../nbs/01_kernels.ipynb #c1a55e02
+def _row_squared_norms(X) -> np.ndarray:
+    "|x_i|^2 for each row of a dense or CSR matrix."
+    return np.asarray(X.multiply(X).sum(axis=1)).ravel() if hasattr(X, "multiply") else np.einsum("ij,ij->i", X, X)
+
+def check_kernel_range(
+    kernel: "Kernel",  # the fit's kernel
+    X,  # the training points (dense, or CSR for the linear kernel)
+    name: str = "X",  # the argument's name, for the error message
+) -> None:
+    """Refuse features whose kernel values, or the solvers' sums of n products of them, overflow float64; a bound from
+    the squared norms, in one pass over X."""
+    if kernel.name in ("precomputed", "laplacian") or not X.shape[0]: return
+    with np.errstate(over="ignore", invalid="ignore"):                # overflow is what this looks for
+        if kernel.name == "rbf":
+            shift = None if hasattr(X, "multiply") else _centred(X)    # the points as the expansion sees them
+            largest = float(_row_squared_norms(X if shift is None else X - shift).max())
+            bound, limit = 4.0 * largest, "squared distances"
+        else:
+            largest = float(_row_squared_norms(X).max())
+            bound = largest if kernel.name == "linear" else (kernel.gamma * largest + kernel.coef0) ** kernel.degree
+            limit = f"values (up to {bound:.3g}) and the solvers' sums of their products"
+        # the solvers sum n products of inner-product kernel values; distances only need to be finite
+        safe = np.isfinite(bound) if kernel.name == "rbf" else bound * bound * X.shape[0] < np.finfo(np.float64).max
+    if not safe:
+        raise ValueError(f"{name} has points of squared norm up to {largest:.3g}: the {kernel.name} kernel's {limit} "
+                         "overflow float64; scale the features (e.g. StandardScaler or MinMaxScaler)")
 
 # %% ../nbs/01_kernels.ipynb #5c4d21d3
 def kernel_rounding(

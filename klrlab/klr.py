@@ -69,9 +69,10 @@ def _constraints(*names) -> dict:
     return {name: BaseKernelClassifier._parameter_constraints[name] for name in names}
 
 def check_kernel_magnitude(K, C: float = 1.0) -> None:
-    """Refuse a kernel matrix whose products with itself overflow float64 (features far from unit scale, e.g. 1e77
-    under a linear kernel): the solvers that read the whole matrix multiply by it, and overflow would surface deep
-    inside LAPACK or ARPACK, or as a model at chance level. With `C`, the same for the data term's curvature C K K'."""
+    """Refuse a kernel matrix whose products with itself overflow float64 (a precomputed matrix of huge values; features
+    that would give one are refused at fit time by `check_kernel_range`): the solvers that read the whole matrix
+    multiply by it, and overflow would surface deep inside LAPACK or ARPACK, or as a model at chance level.
+    With `C`, the same for the data term's curvature C K K'."""
     largest = float(np.abs(K).max()) if K.size else 0.0
     if not largest * largest * len(K) < np.finfo(np.float64).max:
         raise ValueError(f"X gives kernel values up to {largest:.3g}, whose products overflow float64: scale the "

@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d, validate_data
 
-from .base import BaseKernelClassifier, ConstantModelWarning, ovo_winner
+from .base import BaseKernelClassifier, ConstantModelWarning, check_finite_scores, ovo_winner
 from .solvers.frank_wolfe import ALGORITHMS, INITS, solve_frank_wolfe
 from .solvers.nssvm import INITS as NSSVM_INITS, JACOBIANS, solve_nssvm
 from .solvers.path import FACTORIZATIONS, interpolate_at, path_at, solve_path
@@ -197,7 +197,7 @@ class SparseSVC(BaseKernelClassifier):
         if self.kernel != "linear": return super().decision_function(X)
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        scores = np.asarray(X @ self.coef_.T) + self.intercept_
+        scores = check_finite_scores(np.asarray(X @ self.coef_.T) + self.intercept_, X)
         return scores.ravel() if len(self.classes_) == 2 else scores
 
     @property
@@ -347,7 +347,7 @@ def _decision_path(model, X) -> np.ndarray:
     coef = np.zeros((len(model.path_support_), len(model.path_["lambda"])))
     coef[at] = (model.path_["alpha_hat"][:, local] * signs).T
     K_used = X[:, model.path_support_] if model.kernel == "precomputed" else model._kernel(X, model._path_vectors)
-    return K_used @ coef - model.path_["alpha0_hat"]
+    return check_finite_scores(K_used @ coef - model.path_["alpha0_hat"], X)
 
 def _sign_changes(lam, g) -> np.ndarray:
     "The lambdas where a row of g (affine in lambda between the breakpoints lam) crosses zero."

@@ -303,3 +303,41 @@ def test_a_bool_for_an_integer_parameter_is_refused_by_name(cls, param):
     y = (X[:, 0] > 0).astype(int)
     with pytest.raises(InvalidParameterError, match=f"'{param}' parameter of {cls.__name__}.*Got True"):
         cls(**{param: True}).fit(X, y)
+
+
+ESTIMATOR_NAMES = ["KernelLogisticRegression", "KernelLogisticRegressionCV", "ImportVectorMachine",
+                   "HalfThresholdingKLR", "FrankWolfeSVC", "SparseSVC", "SVCPath"]
+
+
+@pytest.mark.parametrize("name", ESTIMATOR_NAMES)
+@pytest.mark.parametrize("kernel, scale", [("rbf", 1e200), ("linear", 1e100)])
+def test_features_whose_kernel_overflows_float64_are_refused_before_any_solve(blobs, name, kernel, scale):
+    import klrlab
+    X, y = blobs
+    estimator = getattr(klrlab, name)(kernel=kernel, **({"gamma": 1.0} if kernel == "rbf" else {}))
+    with pytest.raises(ValueError, match=f"the {kernel} kernel's .* overflow float64; scale the features"):
+        estimator.fit(X * scale, y)
+    assert not hasattr(estimator, "classes_")                  # refused before the model was touched
+
+
+def test_a_solve_that_overflows_is_refused_and_leaves_no_model(blobs):
+    class Overflowing(KernelMeanClassifier):
+        def _solve_binary(self, X, y, kernel, cache, alpha0):
+            result = super()._solve_binary(X, y, kernel, cache, alpha0)
+            return SolverResult(np.where(np.arange(len(y)) == 3, np.inf, result.alpha), result.bias,
+                                result.certificate, 1, 0, True)
+    X, y = blobs
+    model = Overflowing()
+    with pytest.raises(ValueError, match="Overflowing: the solve overflowed float64"):
+        model.fit(X, y)
+    assert not hasattr(model, "dual_coef_") and not hasattr(model, "support_")
+
+
+def test_decision_values_that_overflow_name_the_scale_of_X(blobs):
+    X, y = blobs
+    model = KernelMeanClassifier(kernel="linear").fit(X, y)
+    with pytest.raises(ValueError, match="X gives decision values that overflow float64 .* 1e\\+308"):
+        model.decision_function(np.array([[1e308, 1e308]]))
+    # a far point under the Gaussian kernel is not an overflow: its kernel values are 0, its score the bias
+    far = KernelMeanClassifier(gamma=1.0).fit(X, y).decision_function(np.array([[1e200, 1e200]]))
+    assert np.isfinite(far).all()

@@ -795,8 +795,12 @@ def test_a_kernel_matrix_whose_products_overflow_is_refused_by_name(name):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
     y = (X[:, 0] > 0).astype(int)
-    with pytest.raises(ValueError, match="kernel values up to .* overflow float64: scale the features"):
+    # features: refused from their norms before the matrix is formed
+    with pytest.raises(ValueError, match="linear kernel's values .* overflow float64; scale the features"):
         getattr(klrlab, name)(kernel="linear").fit(X * 1e77, y)
+    # a precomputed matrix: refused from its values
+    with pytest.raises(ValueError, match="kernel values up to .* overflow float64: scale the features"):
+        getattr(klrlab, name)(kernel="precomputed").fit((X @ X.T + 40 * np.eye(40)) * 1e154, y)
     getattr(klrlab, name)(kernel="linear").fit(X * 1e30, y)        # large, but its products stay finite
 
 
