@@ -463,6 +463,9 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 trace_gap[it] = gap
                 gradient_from_scores(s, y, dphi_a, lam, F)
                 trace_objective[it] = objective_nogil(loss, y, alpha, F, C, lam)
+            if gap != gap:       # NaN scores (values beyond float64): no pair can be trusted
+                status = 2
+                break
             if gap <= tol:
                 status = 0
                 break
@@ -477,6 +480,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 if timed:
                     lap(&clock, phase_seconds, 1)
                 j = klr_second_order(&s[0], low_or_none, &curv[0], row_i, curv[i], e.m, TAU_CURVATURE, n)
+                if j < 0:        # no finite second-order gain (infinite curvatures): the maximal violating pair's j
+                    j = e.j
                 if timed:
                     lap(&clock, phase_seconds, 0)
             if timed:

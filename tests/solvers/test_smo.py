@@ -441,3 +441,28 @@ def test_first_gradient_is_the_matrix_product(cache_mb, kernel):
     np.testing.assert_allclose(F, K @ (alpha * y), rtol=1e-12, atol=1e-12)
     if cache_mb is not None and kernel == "rbf":
         assert cache.n_misses == np.count_nonzero(alpha)       # one row per non-zero coefficient
+
+
+def test_a_C_too_small_for_the_logistic_dual_is_refused_by_name():
+    from klrlab.solvers.smo import SMALLEST_LOGISTIC_C
+    X, y = make_classification(n_samples=60, n_features=3, n_informative=2, n_redundant=0, random_state=0)
+    y = np.where(y == 1, 1.0, -1.0)
+    cache = Kernel("rbf", gamma=0.5).cache(X)
+    with pytest.raises(ValueError, match="C=1e-200 is too small for float64"):
+        solve_dual(cache, y, 1e-200)
+    assert solve_dual(cache, y, SMALLEST_LOGISTIC_C).converged      # the smallest C accepted still certifies
+
+
+@pytest.mark.parametrize("C", [1e-200, 1e-300])
+def test_the_compiled_loop_stops_cleanly_where_every_curvature_is_infinite(C):
+    # below SMALLEST_LOGISTIC_C the entropy's curvature is infinite at every point, so the second-order scan finds no
+    # j: the loop once read row -1 (a segfault, or a corrupted heap); it now falls back to the maximal violating pair
+    from klrlab.solvers._smo import LOSS_CODES, WSS_CODES, smo
+    X, y = make_classification(n_samples=60, n_features=3, n_informative=2, n_redundant=0, random_state=0)
+    y = np.where(y == 1, 1.0, -1.0)
+    cache = Kernel("rbf", gamma=0.5).cache(X)
+    lo, hi = box("logistic", C, None)
+    alpha, F = initial_alpha(y, lo, hi, C), np.zeros(60)
+    init_gradient(cache, y, alpha, F)
+    steps, _, status = smo(cache, y, alpha, F, LOSS_CODES["logistic"], C, 0.0, lo, hi, WSS_CODES["second"], 1e-5, 2000)
+    assert steps <= 2000 and status in (1, 2)                   # stopped by the cap or for want of progress
