@@ -912,5 +912,6 @@ d = { 'settings': { 'branch': 'main',
                             'klrlab.svm.SparseSVC.n_support_vectors_': ('svm.html#sparsesvc.n_support_vectors_', 'klrlab/svm.py'),
                             'klrlab.svm.SparseSVC.sparsity_level_': ('svm.html#sparsesvc.sparsity_level_', 'klrlab/svm.py'),
                             'klrlab.svm._decision_path': ('svm.html#_decision_path', 'klrlab/svm.py'),
+                            'klrlab.svm._one_class_reason': ('svm.html#_one_class_reason', 'klrlab/svm.py'),
                             'klrlab.svm._sign_changes': ('svm.html#_sign_changes', 'klrlab/svm.py'),
                             'klrlab.svm.cv_path': ('svm.html#cv_path', 'klrlab/svm.py')}}}

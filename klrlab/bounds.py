@@ -25,7 +25,8 @@ def lambda_upper_bound(
     tol: float = 1e-8,  # tolerance of the lambda = 0 solve
 ) -> float:  # the bound (21)
     """Consolo et al.'s (21), the lambda beyond which their Proposition 1 puts every minority-class alpha at its upper
-    bound C - gamma. The proof has a gap and the claim can fail just above (21): a heuristic, not a guarantee."""
+    bound C - gamma. The proof has a gap: a class can stay below its bound well beyond (21), and can fill below it, so
+    (21) is a rough guide to the useful range of lambda, not a guarantee (SaturationWarning tests the fit itself)."""
     y = np.asarray(y, dtype=np.float64)
     if set(np.unique(y)) != {-1.0, 1.0}: raise ValueError("y must hold the labels -1 and +1")
     kernel = kernel or Kernel("rbf", gamma=1.0 / (np.asarray(X).shape[1] * np.asarray(X).var()))

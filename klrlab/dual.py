@@ -73,8 +73,13 @@ def feasible_alpha(
     lo: float,  # the box's lower bound
     hi: float,  # the box's upper bound
 ) -> np.ndarray:  # a feasible start
-    "A warm start made feasible: clipped into [lo, hi], then the heavier class scaled toward lo until y'alpha = 0."
-    alpha = np.minimum(np.maximum(np.asarray(alpha0, dtype=np.float64), lo), hi)   # np.clip, without its wrapper's cost
+    """A warm start made feasible: clipped into [lo, hi], then the heavier class scaled toward lo until y'alpha = 0.
+    One finite value per label, or a ValueError naming alpha0 (a NaN would survive the clipping)."""
+    alpha0 = np.asarray(alpha0, dtype=np.float64)
+    if alpha0.shape != np.shape(y) or not np.isfinite(alpha0).all():
+        raise ValueError(f"alpha0: a start needs one finite value per sample ({len(y)}); got shape {alpha0.shape}"
+                         + ("" if alpha0.shape != np.shape(y) else " with non-finite values"))
+    alpha = np.minimum(np.maximum(alpha0, lo), hi)   # np.clip, without its wrapper's cost
     excess = float(alpha @ y)
     # a start balanced to the product's rounding stays as it is: scaling a class by 1 - 1e-16 would move alphas that
     # sit on a bound one unit in the last place off it (free, to the solver, so the SVM's bias leaves the midpoint)

@@ -186,7 +186,8 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
             warnings.warn(
                 f"lam={lam:g} saturates the model: every alpha of the class labelled {label:+.0f} here sits at "
                 "its upper bound (Consolo et al.'s Proposition 1), so the fit no longer depends on where those "
-                "points lie; lower lam (klrlab.bounds.lambda_upper_bound gives the bound (21))",
+                "points lie; lower lam (the bound (21) of klrlab.bounds.lambda_upper_bound is a rough guide to its "
+                "useful range)",
                 SaturationWarning,
                 stacklevel=4,
             )

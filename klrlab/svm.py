@@ -102,6 +102,20 @@ class FrankWolfeSVC(BaseKernelClassifier):
         return values[0] if len(values) == 1 else np.asarray(values)
 
 # %% ../nbs/23_svm.ipynb #687dea89
+def _one_class_reason(result) -> str:
+    "Why a binary SparseSVC fit ended on a one-class model: what stopped it, and what may reach a better point."
+    if not result.converged:
+        return ("the run stopped at max_iter before a stationary point (see the ConvergenceWarning); a larger "
+                "max_iter may reach a better model")
+    if result.info["s"] >= len(result.alpha):            # s = m: a stationary point is the convex problem's optimum
+        return ("with s = m its Newton iterate is stationary, so it is the convex problem's optimum: at this C and "
+                "kernel the best model is one class; a larger C, or another gamma or kernel, weighs the data more")
+    if result.info["tune_s"]:
+        return ("Newton's method stopped by the paper's rule (67), training accuracy no longer improving; a larger "
+                "s or beta, or another gamma or kernel, may reach a better point")
+    return ("Newton's method reached a stationary point of the fixed budget s, a local one on its working set; "
+            "another s, or another gamma or kernel, may reach a better point")
+
 class SparseSVC(BaseKernelClassifier):
     "Zhou's sparse SVM (NSSVM): the asymmetric squared loss, at most s support vectors, trained by Newton's method."
 
@@ -168,14 +182,8 @@ class SparseSVC(BaseKernelClassifier):
         elif hasattr(self, "coef_"): del self.coef_       # a kernel model has no weight vector: none from a last fit
         result = self.solver_results_[0]
         if len(self.classes_) == 2 and result.info["one_class"]:   # the solver's own scores
-            unconstrained = result.info["s"] >= len(result.alpha)      # s = m: a stationary point is the optimum
-            why = ("with s = m its Newton iterate is stationary, so it is the convex problem's optimum: at this C and "
-                   "kernel the best model is one class; a larger C, or another gamma or kernel, weighs the data more"
-                   if result.converged and unconstrained else
-                   "Newton's method stopped by the paper's rule (67), training accuracy no longer improving; a larger "
-                   "s or beta, or another gamma or kernel, may reach a better point")
             warnings.warn(f"SparseSVC predicts one class on all its training data (final s = {self.sparsity_level_}): "
-                          + why, ConstantModelWarning, stacklevel=3)
+                          + _one_class_reason(result), ConstantModelWarning, stacklevel=3)
         return self
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):

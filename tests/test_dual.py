@@ -68,3 +68,16 @@ def test_logistic_terms_match_finite_differences_and_stay_finite():
         assert abs((logistic_terms(f + e, y, 3.0)[0] - logistic_terms(f - e, y, 3.0)[0]) / (2 * h) - r[i]) < 1e-6
         assert abs((logistic_terms(f + e, y, 3.0)[1][i] - logistic_terms(f - e, y, 3.0)[1][i]) / (2 * h) - w[i]) < 1e-6
     assert all(np.all(np.isfinite(part)) for part in logistic_terms(np.array([1e4, -1e4]), np.array([1.0, 1.0]), 1.0))
+
+
+@pytest.mark.parametrize("alpha0, what", [(np.r_[np.nan, np.full(39, 0.5)], "non-finite"),
+                                          (np.full(40, np.nan), "non-finite"), (np.full(39, 0.5), "shape")])
+def test_a_warm_start_that_is_not_one_finite_value_per_sample_is_refused(alpha0, what):
+    # a NaN survived the clipping and the compiled certificate then read -inf (or 0): 'converged' with NaN alphas
+    from klrlab.kernels import Kernel
+    from klrlab.solvers.smo import solve_dual
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=40) > 0, 1.0, -1.0)
+    with pytest.raises(ValueError, match="alpha0: a start needs one finite value per sample"):
+        solve_dual(Kernel("rbf", gamma=0.5).cache(X), y, 1.0, lam=0.1, alpha0=alpha0)

@@ -594,3 +594,17 @@ def test_sparse_svc_one_class_at_the_optimum_says_so_not_rule_67():
     with pytest.warns(ConstantModelWarning, match="with s = m its Newton iterate is stationary.*a larger C") as caught:
         model = SparseSVC(C=1e-6, s=100, kernel="rbf").fit(X, y)
     assert model.converged_ and not any("rule (67)" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("params, reason", [
+    (dict(s=3, tune_s=False), "stationary point of the fixed budget s"),     # rule (67) belongs to tune_s=True
+    (dict(max_iter=1, tol=1e-300), "stopped at max_iter"),
+])
+def test_sparse_svc_one_class_warning_names_what_stopped_it(params, reason):
+    X = np.random.default_rng(0).random((8, 2))
+    y = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SparseSVC(**params).fit(X, y)
+    one_class = [str(w.message) for w in caught if "predicts one class" in str(w.message)]
+    assert len(one_class) == 1 and reason in one_class[0] and "rule (67)" not in one_class[0]

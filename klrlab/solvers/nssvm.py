@@ -431,7 +431,8 @@ def solve_nssvm(
     it = _Iterate(terms, y, alpha, b, C, c)
     T = (balanced_working_set(y, s) if (init == "balanced" or reference_heuristics) and alpha0 is None
          else it.working_set(eta, s, y if guard else None))
-    advice = "Increase max_iter, or try jacobian='exact' or another s (the method has no line search)."
+    advice = ("Increase max_iter, or try jacobian='exact' or another s (the method has no line search); features "
+              "far from unit scale can put tol below what rounding allows: scale them (e.g. StandardScaler).")
     if reference_heuristics:
         alpha, b, s, k, run_info = _reference_code_run(terms, y, n, it, T, s, eta, settings, rows)
         it = _Iterate(terms, y, alpha, b, C, c)
