@@ -222,6 +222,14 @@ class SparseSVC(BaseKernelClassifier):
         values = [r.info["s"] for r in self.solver_results_]
         return values[0] if len(values) == 1 else np.asarray(values)
 
+    @property
+    def eta_(self):
+        """The eta at which the certificate holds, per binary problem: `eta` (1/m by default) unless the safeguards
+        halved it on a stall, when the model is eta_-stationary, not stationary at the eta asked for."""
+        check_is_fitted(self)
+        values = [r.info["eta"] for r in self.solver_results_]
+        return values[0] if len(values) == 1 else np.asarray(values)
+
 # %% ../nbs/23_svm.ipynb #d3c6302d
 class SVCPath(BaseKernelClassifier):
     "The C-SVM for every C in [1/lambda_max, 1/lambda_min] by Ong et al.'s path; decisions at any C by interpolation."

@@ -608,3 +608,14 @@ def test_sparse_svc_one_class_warning_names_what_stopped_it(params, reason):
         SparseSVC(**params).fit(X, y)
     one_class = [str(w.message) for w in caught if "predicts one class" in str(w.message)]
     assert len(one_class) == 1 and reason in one_class[0] and "rule (67)" not in one_class[0]
+
+
+def test_sparse_svc_reports_the_eta_its_certificate_holds_at():
+    from sklearn.datasets import make_classification
+    X, y = make_classification(n_samples=120, n_features=4, n_informative=3, n_redundant=0, random_state=0)
+    model = SparseSVC(s=10, tune_s=False).fit(X, y)
+    assert model.eta_ <= 1 / len(y) and model.eta_ == model.solver_results_[0].info["eta"]
+    assert SparseSVC(eta=1e-3).fit(X, y).eta_ <= 1e-3                 # halved only on a stall, never raised
+    X3, y3 = make_classification(n_samples=150, n_features=4, n_informative=3, n_redundant=0, n_classes=3,
+                                 random_state=0)
+    assert SparseSVC().fit(X3, y3).eta_.shape == (3,)
