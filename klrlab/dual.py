@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/dual.html.md"""
 
 # %% auto #0
 __all__ = ['LOSSES', 'KEERTHI_MU', 'SPARSE_BOUND', 'box', 'lower_bound', 'initial_alpha', 'feasible_alpha', 'rescale_alpha',
-           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'check_dual_input',
-           'meb_matrix', 'meb_delta2', 'meb_tolerance', 'meb_relative_gap', 'l2svm_relative_gap']
+           'up_mask', 'low_mask', 'score_extremes', 'kkt_violation', 'dual_bias', 'logistic_terms', 'check_labels_pm1',
+           'check_dual_input', 'meb_matrix', 'meb_delta2', 'meb_tolerance', 'meb_relative_gap', 'l2svm_relative_gap']
 
 # %% ../nbs/10_dual.ipynb #de7694e8
 import numpy as np
@@ -178,6 +178,20 @@ def logistic_terms(
     return loss, -C * y * p, C * p * (1 - p)
 
 # %% ../nbs/10_dual.ipynb #87fbd9d6
+def check_labels_pm1(
+    y,  # labels
+    n: int,  # how many there must be
+    per: str = "sample",  # what each label belongs to, for the message
+) -> np.ndarray:  # y as a C-contiguous float64 array
+    "Refuse labels that are not one per `per` or not both -1 and +1 (and nothing else): the solvers' label contract."
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    if y.ndim != 1 or len(y) != n:
+        raise ValueError(f"y must be 1-D with one label per {per} ({n}); got shape {y.shape}")
+    positive = y == 1.0     # two comparisons, not isin and unique: this check runs before every solve
+    if not (positive | (y == -1.0)).all() or positive.all() or not positive.any():
+        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
+    return y
+
 def check_dual_input(
     cache,  # the kernel-row cache of the training points (a klrlab.kernels.KernelCache)
     y,  # labels, one per cached point
@@ -187,12 +201,7 @@ def check_dual_input(
     "Refuse what no dual solver can use: a cache that is not a KernelCache, labels other than both -1 and +1, C <= 0."
     if not isinstance(cache, KernelCache):
         raise TypeError(f"cache must be a KernelCache (from Kernel.cache); got {type(cache).__name__}")
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or len(y) != cache.n_samples:
-        raise ValueError(f"y must be 1-D with one label per cached sample ({cache.n_samples}); got shape {y.shape}")
-    positive = y == 1.0     # two comparisons, not isin and unique: this check runs before every solve
-    if not (positive | (y == -1.0)).all() or positive.all() or not positive.any():
-        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
+    y = check_labels_pm1(y, cache.n_samples, "cached sample")
     if infinite_C and C == np.inf: return y
     if not (np.isfinite(C) and C > 0): raise ValueError(f"C={C!r}; it must be a finite number > 0")
     return y

@@ -14,7 +14,7 @@ from scipy.special import log_expit
 from sklearn.utils import check_random_state
 
 from ..base import Certificate, SolverResult
-from ..dual import logistic_terms
+from ..dual import check_labels_pm1, logistic_terms
 from ._ivm import add_candidate_losses
 
 # %% ../../nbs/12_ivm.ipynb #de720547
@@ -127,9 +127,8 @@ def solve_ivm(
     random_state=None,  # seed or generator for the candidate sample
 ) -> SolverResult:  # the import points (in order), their coefficients, the bias, H along the imports
     "Zhu & Hastie's greedy import on the kernel matrix K (y in {-1, +1}), certified by H's last relative improvement."
-    K, y = np.ascontiguousarray(K, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if not (np.isin(y, (-1.0, 1.0)).all() and (y > 0).any() and (y < 0).any()):
-        raise ValueError("y: solve_ivm needs labels -1 and +1, both present (the estimator maps any two classes)")
+    K = np.ascontiguousarray(K, dtype=np.float64)
+    y = check_labels_pm1(y, len(K))
     n = len(y)
     cap = min(max_import or n, n)
     S, beta, in_span, rng = [], np.zeros(0), np.zeros(n, dtype=bool), check_random_state(random_state)

@@ -19,6 +19,7 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
 from ..base import Certificate, SolverResult
+from ..dual import check_labels_pm1
 from ..kernels import KernelCache, check_matrix
 
 # %% ../../nbs/15_nssvm.ipynb #0fb87a17
@@ -264,14 +265,6 @@ def _check_data(X):
         return _LinearTerms(X)
     return _LinearTerms(check_matrix(X, "X"))
 
-def _check_labels(y, m: int) -> np.ndarray:
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or len(y) != m:
-        raise ValueError(f"y must be 1-D with one label per sample ({m}); got shape {y.shape}")
-    if not np.isin(y, (-1.0, 1.0)).all() or len(np.unique(y)) != 2:
-        raise ValueError("y must hold both labels -1 and +1 (and nothing else)")
-    return y
-
 def _is_number(value, low: float, high: float = np.inf) -> bool:
     "A finite real (not a bool) in (low, high]."
     return not isinstance(value, bool) and isinstance(value, Real) and np.isfinite(value) and low < value <= high
@@ -417,7 +410,7 @@ def solve_nssvm(
     terms = _check_data(X)
     m = terms.m
     n = terms.n if terms.n is not None else X.n_features
-    y = _check_labels(y, m)
+    y = check_labels_pm1(y, m)
     s = sparsity_level(m, n, beta) if s is None else s
     eta = (min(1.0 / m, 1e-4) if reference_heuristics else 1.0 / m) if eta is None else eta
     tol = default_tolerance(m, n) if tol is None else tol

@@ -90,5 +90,5 @@ def test_each_import_is_the_brute_force_best_one_step_candidate():
 @pytest.mark.parametrize("labels", [np.array([0.0, 1.0] * 10), np.ones(20), np.array([-1.0, 2.0] * 10)])
 def test_solve_ivm_names_labels_it_cannot_take(labels):
     K = np.eye(20)
-    with pytest.raises(ValueError, match="y: solve_ivm needs labels -1 and \\+1"):
+    with pytest.raises(ValueError, match="y must hold both labels -1 and \\+1"):
         solve_ivm(K, labels, 1.0)
