@@ -308,6 +308,17 @@ def _problem_names(self, n_problems: int) -> list:
     if self._multiclass == "ovo": return [f" (class {a} vs {b})" for a, b in combinations(self.classes_, 2)]
     return [f" (class {k} vs rest)" for k in self.classes_]
 
+def _one_or_array(
+    values: list,  # one value per binary problem
+):  # the value itself for one problem, else an array
+    "How per-problem fitted attributes are reported: a scalar for a binary fit, an array with one entry per problem."
+    return values[0] if len(values) == 1 else np.asarray(values)
+
+def _per_problem(self, read):
+    "read(result) for each binary problem's solver result of a fitted estimator, as `_one_or_array` reports them."
+    check_is_fitted(self)
+    return _one_or_array([read(r) for r in self.solver_results_])
+
 def _check_finite_results(self, results: list) -> None:
     "Refuse solver results whose coefficients or bias are not finite: the solve overflowed float64."
     for r in results:
@@ -336,12 +347,11 @@ def _store_results(self, X, y, results: list) -> None:
     self.dual_coef_ = dual_coef
     self.intercept_ = np.array([r.bias for r in results])
     self.solver_results_ = results
-    pick = (lambda values: values[0]) if n_problems == 1 else np.asarray
     self.certificate_ = _worst([r.certificate for r in results])
-    self.n_iter_ = pick([r.n_iter for r in results])
-    self.converged_ = pick([r.converged for r in results])
-    self.n_kernel_evals_ = pick([r.n_kernel_evals for r in results])
-    self.objective_ = pick([r.objective for r in results])
+    self.n_iter_ = _one_or_array([r.n_iter for r in results])
+    self.converged_ = _one_or_array([r.converged for r in results])
+    self.n_kernel_evals_ = _one_or_array([r.n_kernel_evals for r in results])
+    self.objective_ = _one_or_array([r.objective for r in results])
     for r, which in zip(results, _problem_names(self, n_problems)):
         if not r.converged:
             advice = r.info.get("advice", "Increase max_iter, or loosen tol.")       # a solver may know better
@@ -351,7 +361,7 @@ def _store_results(self, X, y, results: list) -> None:
                     f"did not converge{which} in {r.n_iter} iterations: {r.certificate}")
             warnings.warn(f"{type(self).__name__} {what}. {advice}", ConvergenceWarning, stacklevel=3)
 
-BaseKernelClassifier._store_results = _store_results
+BaseKernelClassifier._store_results, BaseKernelClassifier._per_problem = _store_results, _per_problem
 
 # %% ../nbs/03_base.ipynb #4beb2f40
 def check_finite_scores(

@@ -203,9 +203,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
     @property
     def kkt_violation_(self):
         "The KKT violation m - M each problem stopped at (one per class for more than two classes)."
-        check_is_fitted(self)
-        values = [r.certificate.value for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.certificate.value)
 
 # %% ../nbs/20_klr.ipynb #d7223c31
 class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):

@@ -89,17 +89,13 @@ class FrankWolfeSVC(BaseKernelClassifier):
     @property
     def dual_gap_(self):
         "The relative Frank-Wolfe gap each problem stopped at (one per one-vs-one pair for more than two classes)."
-        check_is_fitted(self)
-        values = [r.certificate.value for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.certificate.value)
 
     @property
     def objective_gap_(self):
         """The Frank-Wolfe gap relative to alpha'Q alpha each problem stopped at, which bounds the L2-SVM objective's
         relative error (one per one-vs-one pair for more than two classes)."""
-        check_is_fitted(self)
-        values = [r.info["objective_gap"] for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.info["objective_gap"])
 
 # %% ../nbs/23_svm.ipynb #687dea89
 def _one_class_reason(result) -> str:
@@ -211,24 +207,18 @@ class SparseSVC(BaseKernelClassifier):
     @property
     def n_support_vectors_(self):
         "nnz(alpha) per binary problem (one per class for more than two classes): what the paper calls NSV."
-        check_is_fitted(self)
-        values = [r.info["nnz"] for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.info["nnz"])
 
     @property
     def sparsity_level_(self):
         "The final s per binary problem (Algorithm 2 grows it; one per class for more than two classes)."
-        check_is_fitted(self)
-        values = [r.info["s"] for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.info["s"])
 
     @property
     def eta_(self):
         """The eta at which the certificate holds, per binary problem: `eta` (1/m by default) unless the safeguards
         halved it on a stall, when the model is eta_-stationary, not stationary at the eta asked for."""
-        check_is_fitted(self)
-        values = [r.info["eta"] for r in self.solver_results_]
-        return values[0] if len(values) == 1 else np.asarray(values)
+        return self._per_problem(lambda r: r.info["eta"])
 
 # %% ../nbs/23_svm.ipynb #d3c6302d
 class SVCPath(BaseKernelClassifier):
