@@ -81,6 +81,37 @@ def _half_thresholding_result(beta, bias, path, n_iter, decrease, tol, prox_grad
         support=np.flatnonzero(beta),
     )
 
+def _class_sums(K, y, masks) -> tuple:
+    """(m 1+)' K and (m 1-)' K for each row m of `masks` (a problem's points): with them, K r for an r that takes one
+    value on each class of the problem's points costs O(n), not a pass over K."""
+    return (masks * (y > 0)) @ K, (masks * (y < 0)) @ K
+
+def _class_columns(y, subsets) -> tuple:
+    """For each problem (its points `subsets[j]`): a column of one of its positives, and one of its negatives (0 if it
+    has none: that class's sums are then zero)."""
+    first = lambda rows, side: next(iter(rows[side[rows]]), 0)
+    return tuple(np.array([first(rows, side) for rows in subsets]) for side in (y > 0, y < 0))
+
+def _times_K(B, K):
+    "B K (K symmetric), skipping B's all-zero rows: their product is exactly zero."
+    out = np.zeros((len(B), K.shape[1]))
+    live = np.flatnonzero(B.any(axis=1))
+    if live.size: out[live] = B[live] @ K
+    return out
+
+def _gradients(R, K, flat, positive_sums, negative_sums, positive_at, negative_at):
+    """R K (K symmetric). A `flat` row belongs to a problem with beta = 0: its f is the bias on every point, so its r
+    is one value on the problem's positives (read at column `positive_at`) and one on its negatives, and its product
+    is the combination of the class sums (one pass over K less per such problem and step)."""
+    G = np.empty_like(R)
+    full = np.flatnonzero(~flat)
+    if full.size: G[full] = R[full] @ K
+    rows = np.flatnonzero(flat)
+    if rows.size:
+        G[rows] = (R[rows, positive_at[rows], None] * positive_sums[rows]
+                   + R[rows, negative_at[rows], None] * negative_sums[rows])
+    return G
+
 def solve_half_thresholding(
     K,  # the kernel matrix of the training points (n, n)
     y,  # labels in {-1, +1}
@@ -97,20 +128,24 @@ def solve_half_thresholding(
     beta, b = np.zeros(len(y)), 0.0
     path, decrease, mu = [objective(beta, np.zeros(len(y)))], np.inf, 1.0 / L
     best = path[:]                                     # best[t] = min(path[:t + 1])
+    # K r while beta = 0 (r is then one value per class): at the start, and at small C often for every step
+    (positive_sums,), (negative_sums,) = _class_sums(K, y, np.ones((1, len(y))))
+    (positive_at,), (negative_at,) = _class_columns(y, [np.arange(len(y))])
+    gradient = lambda r, beta: K @ r if beta.any() else r[positive_at] * positive_sums + r[negative_at] * negative_sums
     _, r, _ = logistic_terms(np.zeros(len(y)), y, C)
-    # carried over from the end of each step: two products with K per step
-    grad, grad_b = K @ r, r.sum()
+    # carried over from the end of each step: two products with K per step (none while beta = 0)
+    grad, grad_b = gradient(r, beta), r.sum()
     for it in range(1, max_iter + 1):
         reference = max(path[-memory:]) if step == "bb" else path[-1]
         while True:                                    # with step='fixed', mu = 1/L: one pass
             new_beta, new_b = half_threshold(beta - mu * grad, mu), b - mu * grad_b
-            new_f = K @ new_beta + new_b
+            new_f = (K @ new_beta if new_beta.any() else np.zeros(len(y))) + new_b
             new_value = objective(new_beta, new_f)
             change = np.sum((new_beta - beta) ** 2) + (new_b - b) ** 2
             if mu * L <= 1.0 + 1e-12 or new_value <= reference - 1e-4 / (2 * mu) * change: break
             mu = max(mu / 2, 1.0 / L)
         _, r, _ = logistic_terms(new_f, y, C)
-        new_grad, new_grad_b = K @ r, r.sum()
+        new_grad, new_grad_b = gradient(r, new_beta), r.sum()
         curvature = (new_beta - beta) @ (new_grad - grad) + (new_b - b) * (new_grad_b - grad_b)
         beta, b, grad, grad_b = new_beta, new_b, new_grad, new_grad_b
         path.append(new_value); best.append(min(best[-1], new_value))
@@ -138,10 +173,16 @@ def solve_half_thresholding_many(
     subsets = [np.arange(n)] * len(Cs) if subsets is None else [np.asarray(rows, dtype=np.intp) for rows in subsets]
     W = np.zeros((len(Cs), n))                                     # W[j, i] = 1 if point i is in problem j
     for j, rows in enumerate(subsets): W[j, rows] = 1.0
-    norms = {}                                                     # one Lanczos run per distinct part
-    for rows in subsets:
-        if rows.tobytes() not in norms: norms[rows.tobytes()] = bordered_norm_squared(K, rows)
-    L = Cs[:, 0] / 4 * np.array([norms[rows.tobytes()] for rows in subsets])
+    parts = {}                                                     # the distinct parts, in order of first use
+    for rows in subsets: parts.setdefault(rows.tobytes(), len(parts))
+    part_of = np.array([parts[rows.tobytes()] for rows in subsets])
+    norms = np.array([bordered_norm_squared(K, rows) for rows in {rows.tobytes(): rows for rows in subsets}.values()])
+    L = Cs[:, 0] / 4 * norms[part_of]                              # one Lanczos run per distinct part
+    # for the problems whose beta is zero (every one at the start): K r from the class sums of their part
+    positive_sums, negative_sums = (sums[part_of] for sums in _class_sums(K, y, W[np.unique(part_of, True)[1]]))
+    positive_at, negative_at = _class_columns(y, subsets)
+    gradients = lambda R, B, ids: _gradients(R, K, ~B.any(axis=1), positive_sums[ids], negative_sums[ids],
+                                             positive_at[ids], negative_at[ids])
     window = _stop_window(step, memory)
     CY = -Cs * W * y
     objective = lambda B, F, ids: -Cs[ids, 0] * (W[ids] * log_expit(y * F)).sum(1) + np.sqrt(np.abs(B)).sum(1)
@@ -149,7 +190,7 @@ def solve_half_thresholding_many(
     B, b, mu = np.zeros((len(Cs), n)), np.zeros(len(Cs)), 1.0 / L
     R = residual(np.zeros_like(B), slice(None))
     # R K = (K R')' as K is symmetric: the fast layout for BLAS
-    G, g_b = R @ K, R.sum(1)
+    G, g_b = gradients(R, B, slice(None)), R.sum(1)
     paths = [[value] for value in objective(B, np.zeros_like(B), slice(None))]
     bests = [path[:] for path in paths]
     n_iter, decrease, active = np.zeros(len(Cs), dtype=int), np.full(len(Cs), np.inf), np.arange(len(Cs))
@@ -157,7 +198,7 @@ def solve_half_thresholding_many(
         reference = np.array([max(paths[j][-memory:]) if step == "bb" else paths[j][-1] for j in active])
         new_B, new_b, new_F, new_value, change = _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective)
         R = residual(new_F, active)
-        new_G, new_g_b = R @ K, R.sum(1)
+        new_G, new_g_b = gradients(R, new_B, active), R.sum(1)
         curvature = ((new_B - B[active]) * (new_G - G[active])).sum(1) + (new_b - b[active]) * (new_g_b - g_b[active])
         B[active], b[active], G[active], g_b[active] = new_B, new_b, new_G, new_g_b
         going = np.ones(len(active), dtype=bool)
@@ -195,7 +236,7 @@ def _line_search(K, B, b, G, g_b, mu, L, W, active, reference, objective):
         mu_rows = mu[ids, None]                        # each problem's step, against its row of B
         trial_B = W[ids] * half_threshold(B[ids] - mu_rows * G[ids], mu_rows)
         trial_b = b[ids] - mu[ids] * g_b[ids]
-        trial_F = trial_B @ K + trial_b[:, None]
+        trial_F = _times_K(trial_B, K) + trial_b[:, None]
         value = objective(trial_B, trial_F, ids)
         moved = ((trial_B - B[ids]) ** 2).sum(1) + (trial_b - b[ids]) ** 2
         ok = (mu[ids] * L[ids] <= 1.0 + 1e-12) | (value <= reference[trying] - 1e-4 / (2 * mu[ids]) * moved)

@@ -86,3 +86,41 @@ def test_lockstep_spa_rsa_results_are_stationary_by_an_independent_check(data):
         assert norm <= 1e-3 * value
         alone = solve_half_thresholding(Ks, ys, C, step="bb", max_iter=3000)
         assert abs(got.objective - alone.objective) <= 1e-3 * alone.objective
+
+
+def plain_safe_iteration(K, y, C, steps):
+    """Xu et al.'s iteration at the step 1/L (L by the SVD), written plainly: both products with K at every step,
+    whether beta is zero or not. The beta, the bias and the objective after each step."""
+    L = C / 4 * np.linalg.norm(np.c_[K, np.ones(len(y))], 2) ** 2
+    beta, b, path = np.zeros(len(y)), 0.0, []
+    for _ in range(steps):
+        r = -C * y * expit(-y * (K @ beta + b))
+        beta, b = half_threshold(beta - K @ r / L, 1 / L), b - r.sum() / L
+        path.append(C * np.logaddexp(0, -y * (K @ beta + b)).sum() + np.sqrt(np.abs(beta)).sum())
+    return beta, b, path
+
+
+@pytest.fixture(scope="module")
+def cluster_in_noise():
+    "15 positives in a tight cluster among 150 uniform negatives: at C = 0.70 beta stays 0 for 30 safe steps, then not."
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.uniform(0, 1, (150, 2)), 0.5 + 0.02 * rng.normal(size=(15, 2))]
+    return Kernel("rbf", gamma=20.0)(X), np.r_[-np.ones(150), np.ones(15)]
+
+
+def test_safe_steps_with_beta_zero_follow_the_plain_iteration(cluster_in_noise):
+    # while beta = 0 the solvers take K r from class sums instead of a pass over K: the iterates must not change
+    K, y = cluster_in_noise
+    assert not plain_safe_iteration(K, y, 0.7017, 30)[0].any()
+    positives = np.flatnonzero(y > 0)
+    problems = [(0.05, np.arange(165)), (0.7017, np.arange(165)), (3.0, np.arange(165)),
+                (0.7017, np.r_[np.arange(60), positives]), (0.3, np.arange(150))]     # the last: no positives
+    together = solve_half_thresholding_many(K, y, [C for C, _ in problems], [rows for _, rows in problems],
+                                            tol=0.0, max_iter=150, step="fixed")
+    for (C, rows), got in zip(problems, together):
+        Ks, ys = K[np.ix_(rows, rows)], y[rows]
+        beta, b, path = plain_safe_iteration(Ks, ys, C, 150)
+        for run in (got, solve_half_thresholding(Ks, ys, C, tol=0.0, max_iter=150, step="fixed")):
+            assert run.n_iter == 150 and np.allclose(run.trace["objective"][1:], path, rtol=1e-9)
+            assert np.allclose(run.coef, beta, rtol=1e-7, atol=1e-9) and np.isclose(run.bias, b, rtol=1e-7, atol=1e-12)
+    assert np.count_nonzero(together[0].coef) == 0 and 0 < np.count_nonzero(together[1].coef) < 165
