@@ -343,3 +343,55 @@ def test_decision_values_that_overflow_name_the_scale_of_X(blobs):
     # a far point under the Gaussian kernel is not an overflow: its kernel values are 0, its score the bias
     far = KernelMeanClassifier(gamma=1.0).fit(X, y).decision_function(np.array([[1e200, 1e200]]))
     assert np.isfinite(far).all()
+
+
+def _entropy(alpha, C):
+    "sum_i alpha_i log(alpha_i / C) + (C - alpha_i) log((C - alpha_i) / C), with 0 log 0 = 0."
+    a, rest = alpha[alpha > 0], C - alpha[alpha < C]
+    return (a * np.log(a / C)).sum() + (rest * np.log(rest / C)).sum()
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3])
+def test_objective_of_klr_is_its_dual_by_smo(data, lam):
+    # the base page's table: KernelLogisticRegression's objective_ is the dual f(alpha) SMO minimises
+    from klrlab.klr import KernelLogisticRegression
+    X, y, _, _ = data
+    model = KernelLogisticRegression(C=2.0, lam=lam, gamma=0.5, tol=1e-8).fit(X, y)
+    alpha, yy = model.solver_results_[0].alpha, np.where(y == model.classes_[1], 1.0, -1.0)
+    K = rbf_kernel(X, X, 0.5)
+    dual = 0.5 * (alpha * yy) @ K @ (alpha * yy) + _entropy(alpha, 2.0) - lam * alpha.sum()
+    assert np.isclose(model.objective_, dual, rtol=1e-10, atol=1e-10)
+
+
+def test_objectives_of_the_sparse_klr_baselines_and_the_path(data):
+    # HalfThresholdingKLR: its primal; ImportVectorMachine: H on its import vectors; SVCPath: no single objective
+    from klrlab.klr import HalfThresholdingKLR, ImportVectorMachine
+    from klrlab.svm import SVCPath
+    X, y, _, _ = data
+    yy = np.where(y == 1, 1.0, -1.0)
+    log_loss_sum = lambda model, C: C * np.logaddexp(0, -yy * model.decision_function(X)).sum()
+    half = HalfThresholdingKLR(C=3.0, gamma=0.5, max_iter=200).fit(X, y)
+    assert np.isclose(half.objective_, log_loss_sum(half, 3.0) + np.sqrt(np.abs(half.dual_coef_)).sum(), rtol=1e-9)
+    ivm = ImportVectorMachine(C=3.0, gamma=0.5).fit(X, y)
+    beta, K_SS = ivm.dual_coef_[0], rbf_kernel(ivm.support_vectors_, ivm.support_vectors_, 0.5)
+    assert np.isclose(ivm.objective_, 0.5 * beta @ K_SS @ beta + log_loss_sum(ivm, 3.0), rtol=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert np.isnan(SVCPath(gamma=0.5).fit(X, y).objective_)
+
+
+def test_objectives_of_the_svms_are_their_duals(data):
+    # FrankWolfeSVC: the ball's dual Delta^2 - alpha' Q~ alpha, Q~ = (y y') o (K + 1) + I / C, Delta^2 = max_i Q~_ii;
+    # SparseSVC: Zhou's D(alpha) = 1/2 |sum_i alpha_i y_i x_i|^2 + 1/2 sum_i E_ii alpha_i^2 - sum_i alpha_i (linear)
+    from klrlab.svm import FrankWolfeSVC, SparseSVC
+    X, y, _, _ = data
+    yy = np.where(y == 1, 1.0, -1.0)
+    fw = FrankWolfeSVC(C=4.0, gamma=0.5).fit(X, y)
+    alpha, K = fw.solver_results_[0].alpha, rbf_kernel(X, X, 0.5)
+    Q = np.outer(yy, yy) * (K + 1.0) + np.eye(len(y)) / 4.0
+    assert np.isclose(fw.objective_, Q.diagonal().max() - alpha @ Q @ alpha, rtol=1e-10)
+    sparse = SparseSVC(C=0.25, s=30, tune_s=False).fit(X, y)
+    alpha = sparse.solver_results_[0].alpha
+    w = X.T @ (alpha * yy)
+    E = np.where(alpha >= 0, 1 / 0.25, 1 / (0.25 / 100))
+    assert np.isclose(sparse.objective_, 0.5 * w @ w + 0.5 * (E * alpha**2).sum() - alpha.sum(), rtol=1e-10)
