@@ -106,3 +106,57 @@ def test_sparse_input_passes_through_to_a_wrapped_estimator_that_takes_it():
     np.testing.assert_allclose(on_sparse.predict_proba(sp.csr_matrix(X)), on_dense.predict_proba(X), atol=1e-12)
     with pytest.raises(TypeError, match="dense data is required"):       # KLR takes dense X only
         TemperatureScaled().fit(sp.csr_matrix(X), y)
+
+
+class ScaledDecisions(KernelLogisticRegression):
+    "KLR whose decision values are multiplied by `factor`: the same classifier in other units."
+
+    def __init__(self, factor=1.0, gamma=0.5):
+        super().__init__(gamma=gamma)
+        self.factor = factor
+
+    def decision_function(self, X):
+        return self.factor * super().decision_function(X)
+
+
+@pytest.mark.parametrize("factor", [1e-6, 1e-4, 1e4, 1e8])
+def test_the_temperature_follows_the_units_of_the_decision_values(factor):
+    # sigma(f / T) is unchanged when f and T scale together: the fitted T must scale with f, however large or small
+    X, y = problem(4, n=200, imbalance=0.4)
+    plain = TemperatureScaled(ScaledDecisions(1.0), cv=4).fit(X, y)
+    scaled = TemperatureScaled(ScaledDecisions(factor), cv=4).fit(X, y)
+    assert scaled.temperature_ == pytest.approx(factor * plain.temperature_, rel=1e-5)
+    assert np.allclose(scaled.predict_proba(X), plain.predict_proba(X), rtol=1e-5, atol=1e-9)
+
+
+def test_the_temperature_is_the_least_held_out_log_loss_for_a_model_in_large_units():
+    # a Perceptron on features in the thousands: decision values near 1e8; an independent 1-D convex fit of the slope
+    # u = 1 / T (no bounds) gives the temperature
+    from scipy.optimize import minimize_scalar
+    from sklearn.linear_model import Perceptron
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    X, y = problem(0, n=200, imbalance=0.5)
+    X = 1000 * X + 5000
+    scaled = TemperatureScaled(Perceptron(random_state=0), cv=5, random_state=0).fit(X, y)
+    f = cross_val_predict(Perceptron(random_state=0), X, y, cv=StratifiedKFold(5, shuffle=True, random_state=0),
+                          method="decision_function")
+    scale = np.median(np.abs(f))
+    loss = lambda u: np.mean(np.logaddexp(0.0, -y * f * u / scale))
+    u = minimize_scalar(loss, bracket=(0.1, 1.0), tol=1e-12).x
+    assert u > 0 and scaled.temperature_ == pytest.approx(scale / u, rel=1e-4)
+
+
+def test_separated_held_out_values_warn_that_the_temperature_has_no_minimum():
+    X = np.r_[np.zeros((20, 1)), np.ones((20, 1))] + 0.01 * np.arange(40)[:, None]
+    y = np.r_[-np.ones(20), np.ones(20)]
+    with pytest.warns(UserWarning, match="separate the classes"):
+        scaled = TemperatureScaled(KernelLogisticRegression(C=10.0, gamma=1.0), cv=4).fit(X, y)
+    assert scaled.temperature_ > 0 and np.isfinite(scaled.temperature_)
+
+
+def test_held_out_values_without_sign_of_the_classes_warn_that_t_grows():
+    from klrlab.calibration import fit_temperature
+    f = np.array([1.0, -2.0, 0.5, -0.5])
+    with pytest.warns(UserWarning, match="no sign of the classes"):
+        T = fit_temperature(f, np.array([-1.0, 1.0, 1.0, -1.0]))          # margins -1, -2, 0.5, 0.5: mean < 0
+    assert T > 1e10 * np.median(np.abs(f))

@@ -11,11 +11,12 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'PATH_GRID_SIZE', 'PATH_FOLDS', 'BENCH_DATASETS', 'SCALING_DATASETS', 'SVM_BENCH_DATASETS',
            'LINEAR_BENCH_DATASETS', 'LINEAR_EXAMPLE41_M', 'PATH_BENCH_DATASETS', 'FAMILIES', 'KERNELS', 'QUESTIONS',
            'FEATURE_SCALING', 'FIXED_METHODS', 'CALIBRATED_COMPARISONS', 'CALIBRATED_PAIRS', 'RECORD_TIMINGS',
-           'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread', 'strict_json', 'timed_runs', 'median_seconds',
-           'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset', 'kernel_floor',
-           'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset', 'bench_linear_dataset',
-           'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline', 'read_bench_records',
-           'timing_change', 'large_fit', 'bench_large', 'large_fit_table']
+           'PAIRED_ROUTES', 'REFIT_RTOL', 'LARGE_SETS', 'LARGE_METHODS', 'pin_one_thread', 'strict_json', 'timed_runs',
+           'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset',
+           'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset',
+           'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline',
+           'read_bench_records', 'timing_change', 'per_point_log_loss', 'paired_log_loss', 'large_fit', 'bench_large',
+           'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -974,6 +975,60 @@ def timing_change(
                             for who, column in RECORD_TIMINGS.items()})
     summary = factors.quantile([0, 0.5, 1]).T.set_axis(["lowest", "median", "highest"], axis=1)
     return summary.assign(fits=len(shared))
+
+# %% ../../nbs/81_bench.ipynb #5b1e7a02
+PAIRED_ROUTES = {False: SVC_ROUTES[False], True: SVC_ROUTES[True]}   # KLR's route against each calibrated SVC's
+REFIT_RTOL = 1e-3    # a refit's test log-loss against the record's: KLR's is certified to its tol, not bit-equal
+
+def per_point_log_loss(model, X, y) -> np.ndarray:
+    "-log P(y_i | x_i) of each point, with the probabilities clipped as scikit-learn's log_loss clips them."
+    p = _positive_probability(model, X)
+    p = np.clip(p, np.finfo(p.dtype).eps, 1 - np.finfo(p.dtype).eps)
+    return -np.where(y == model.classes_[1], np.log(p), np.log1p(-p))
+
+def _refit_routes(rows: dict, X, y, seed: int) -> dict:
+    "Each route's final model at the C its row tuned: KLR at its own tolerance, each SVC + calibration at LIBSVM's."
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.svm import SVC
+    from klrlab import KernelLogisticRegression
+    klr = rows[KLR_ROUTE]
+    models = {KLR_ROUTE: KernelLogisticRegression(C=klr["C_tuned"], gamma=klr["gamma"], tol=klr["tol"])}
+    for ensemble, route in PAIRED_ROUTES.items():
+        folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=seed)
+        svc = SVC(C=rows[route]["C_tuned"], gamma=rows[route]["gamma"], tol=rows[route]["tol"])
+        models[route] = CalibratedClassifierCV(svc, cv=folds, ensemble=ensemble)
+    return {route: model.fit(X, y) for route, model in models.items()}
+
+def paired_log_loss(
+    payload: dict,  # a KLR-family record with question (b): its `records` and `parameters`
+    offline: bool = False,  # never download
+) -> pd.DataFrame:  # one row per set and calibrated SVC route
+    """KLR's test log-loss against each calibrated SVC route's, point by point: the mean difference (KLR minus SVC;
+    negative where KLR is better), its paired standard error and their ratio, from refits that must reproduce the
+    record's log-losses (to `REFIT_RTOL`)."""
+    from klrlab.datasets import scale_features
+    seed, rows = payload["parameters"]["seed"], []
+    calibrated = [r for r in payload["records"] if r.get("question") == "calibrated"]
+    if not calibrated: raise ReproError("the record has no question (b) rows (question 'calibrated')")
+    for (group, name), part in pd.DataFrame(calibrated).groupby(["group", "dataset"], sort=False):
+        by_route = {r["method"]: r for r in part.to_dict("records")}
+        data = _bench_data(name, "klr", seed, offline)
+        X, X_test = scale_features(data.X, data.X_test, FEATURE_SCALING)
+        losses = {}
+        for route, model in _refit_routes(by_route, X, data.y, seed).items():
+            losses[route] = per_point_log_loss(model, X_test, data.y_test)
+            recorded = by_route[route]["test_logloss"]
+            if not np.isclose(losses[route].mean(), recorded, rtol=REFIT_RTOL):
+                raise ReproError(f"{name}: the refit of {route!r} gives test log-loss {losses[route].mean():.6g}, the "
+                                 f"record {recorded:.6g}; the record was made on other data or code")
+        for ensemble, route in PAIRED_ROUTES.items():
+            difference = losses[KLR_ROUTE] - losses[route]
+            se = difference.std(ddof=1) / np.sqrt(len(difference))
+            rows.append(dict(group=group, dataset=name, n_test=len(difference), ensemble=ensemble,
+                             klr_logloss=losses[KLR_ROUTE].mean(), svc_cal_logloss=losses[route].mean(),
+                             difference=difference.mean(), paired_se=se, z=difference.mean() / se))
+    return pd.DataFrame(rows)
 
 # %% ../../nbs/81_bench.ipynb #669a6a3f
 LARGE_SETS = ("a9a", "ijcnn1")       # the memory-and-scale sets (own test files)

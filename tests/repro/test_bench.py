@@ -432,3 +432,40 @@ def test_a_set_without_a_test_file_gets_the_default_hold_out_in_every_family(fam
     from klrlab.repro.bench import _bench_data
     data = _bench_data("twonorm", family, 0, True)            # generated: no test part of its own
     assert data.X_test is not None and len(data.y_test) == round(0.3 * (len(data.y) + len(data.y_test)))
+
+
+def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+    from sklearn.calibration import CalibratedClassifierCV
+    X, y, X_test, y_test = tiny
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    bench(["twonorm"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="paired", memory=False,
+          questions=["calibrated"])
+    payload = json.loads((tmp_path / "paired.json").read_text())
+    pairs = bench_module.paired_log_loss(payload)
+    assert len(pairs) == 2 and list(pairs.ensemble) == [False, True] and (pairs.n_test == len(y_test)).all()
+    # an independent pairing: the SVC route's refit (ensemble=False) scored by scikit-learn, point by point, on the
+    # features as the bench's fair questions see them (scaled to [0, 1] on the training part)
+    from klrlab.datasets import scale_features
+    X, X_test = scale_features(X, X_test, "minmax01")
+    svc_row = next(r for r in payload["records"] if r["method"] == SVC_ROUTES[False])
+    folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=0)
+    svc = CalibratedClassifierCV(SVC(C=svc_row["C_tuned"], gamma=svc_row["gamma"], tol=svc_row["tol"]), cv=folds,
+                                 ensemble=False).fit(X, y)
+    klr_row = next(r for r in payload["records"] if r["method"] == KLR_ROUTE)
+    klr = KernelLogisticRegression(C=klr_row["C_tuned"], gamma=klr_row["gamma"], tol=klr_row["tol"]).fit(X, y)
+    point = lambda model: np.array([log_loss([t], model.predict_proba(x[None]), labels=model.classes_)
+                                    for x, t in zip(X_test, y_test)])
+    difference = point(klr) - point(svc)
+    row = pairs.iloc[0]
+    assert np.isclose(row.difference, difference.mean(), rtol=1e-6, atol=1e-9)
+    assert np.isclose(row.paired_se, difference.std(ddof=1) / np.sqrt(len(difference)), rtol=1e-6)
+    assert np.isclose(row.svc_cal_logloss, svc_row["test_logloss"], rtol=1e-9)
+    # a record that the refits cannot reproduce is refused, not paired
+    tampered = dict(payload, records=[dict(r, test_logloss=r["test_logloss"] * 1.1) if r["method"] == KLR_ROUTE else r
+                                      for r in payload["records"]])
+    with pytest.raises(ReproError, match="refit"):
+        bench_module.paired_log_loss(tampered)
+    with pytest.raises(ReproError, match="question"):
+        bench_module.paired_log_loss(dict(payload, records=[]))
