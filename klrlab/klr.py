@@ -378,10 +378,35 @@ def _c_grid(Cs) -> np.ndarray:
     "The C grid, increasing: `Cs` values from 1e-2 to 1e3 on a log scale, or the positive numbers given."
     if isinstance(Cs, Integral) and not isinstance(Cs, bool):
         return np.logspace(-2, 3, int(Cs))
-    grid = np.asarray(Cs, dtype=np.float64)
+    try: grid = np.asarray(Cs, dtype=np.float64)
+    except (TypeError, ValueError): grid = np.empty(0)              # strings, sets, ...: refused below by name
     if isinstance(Cs, bool) or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"Cs={Cs!r}; give the number of grid points (>= 1) or positive finite C values")
     return np.unique(grid)
+
+def _split_indices(part, n: int, fold: int, which: str) -> np.ndarray:
+    "One side of a cv split as indices into the n samples: a boolean mask of length n is read as the indices it marks."
+    part = np.asarray(part)
+    if part.dtype == bool:
+        if part.shape != (n,):
+            raise ValueError(f"cv: fold {fold}'s {which} mask has shape {part.shape}; a mask needs one entry per sample "
+                             f"({n})")
+        part = np.flatnonzero(part)
+    if part.ndim != 1 or (part.size and (not np.issubdtype(part.dtype, np.integer) or part.min() < -n
+                                         or part.max() >= n)):
+        raise ValueError(f"cv: fold {fold}'s {which} part must be integer indices in [0, {n}) or a boolean mask")
+    if not part.size:
+        raise ValueError(f"cv: fold {fold} has no {which} points")
+    return part % n                                                 # negative indices count from the end
+
+def _checked_splits(splits, n: int):
+    "The (train, test) index arrays of every fold, checked; a cv that yields no fold is refused."
+    folds = 0
+    for folds, (train, test) in enumerate(splits, start=1):
+        yield _split_indices(train, n, folds - 1, "training"), _split_indices(test, n, folds - 1, "held-out")
+    if not folds:
+        raise ValueError("cv yielded no (train, test) split; give an int >= 2, a splitter, or a non-empty iterable "
+                         "of splits")
 
 def _held_out_score(scoring: str, y, decisions, classes) -> float:
     """The held-out score of decision values (one column per one-vs-rest problem, one for two classes): accuracy, or
@@ -407,7 +432,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
     def __init__(
         self,
         Cs=10,  # the C grid: a number of values from 1e-2 to 1e3 (log scale), or the values
-        cv=5,  # folds: an int (stratified k-fold) or a scikit-learn splitter
+        cv=5,  # folds: an int (stratified k-fold), a scikit-learn splitter, or (train, test) indices or masks
         scoring="neg_log_loss",  # the held-out score to maximise: 'neg_log_loss' or 'accuracy'
         kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed'
         gamma="scale",  # kernel width: 'scale', 'auto' or a number > 0
@@ -423,8 +448,9 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
         "Cross-validate every C of the grid (`groups`: for group splitters), then fit at the best one on all of X, y."
+        grid = _c_grid(self.Cs)                            # checked before the estimator's state changes
         X_checked, y_checked = self._prepare(X, y)
-        self.Cs_ = _c_grid(self.Cs)
+        self.Cs_ = grid
         matrix_cache = self._matrix_cache(X_checked)
         self.scores_, fold_alphas = self._cross_validate(X_checked, y_checked, matrix_cache, groups)
         mean = self.scores_.mean(axis=0)
@@ -448,10 +474,13 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         # one scratch buffer per kind of block, reused by every fold (a fold's blocks are done with before the next's
         # are gathered): fresh arrays cost a page fault per 4 KB written, more than the gather itself
         scratch = (None, None) if full is None else (np.empty(len(X) ** 2), np.empty(len(X) ** 2))
-        for train, test in splitter.split(X, y, groups):
+        for train, test in _checked_splits(splitter.split(X, y, groups), len(X)):
             if full is not None:   # one gather per block: about half the time of take by rows, then by columns
-                training_block = KernelCache(take_block(full, train, train, scratch[0]), "precomputed")
-                yield train, test, training_block, take_block(full, test, train, scratch[1])
+                # a split that repeats indices (a bootstrap) can need more than the n^2 of the scratch buffers
+                fits = len(train) * max(len(train), len(test)) <= len(X) ** 2
+                training_block = KernelCache(take_block(full, train, train, scratch[0] if fits else None),
+                                             "precomputed")
+                yield train, test, training_block, take_block(full, test, train, scratch[1] if fits else None)
             else:
                 yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
 

@@ -678,7 +678,8 @@ def test_cv_refit_from_the_folds_mean_alpha_is_the_cold_fit(multiclass):
 @pytest.mark.parametrize("params,message", [(dict(Cs=[1.0, 0.0]), "Cs="), (dict(Cs=[]), "Cs="),
                                             (dict(Cs=0), "'Cs' parameter"), (dict(scoring="roc"), "'scoring'"),
                                             (dict(Cs=True), "'Cs' parameter.*Got True"),
-                                            (dict(Cs=[[1.0, 10.0]]), "Cs=")])
+                                            (dict(Cs=[[1.0, 10.0]]), "Cs="), (dict(Cs=[1.0, "a"]), "Cs="),
+                                            (dict(Cs={1.0, 2.0}), "Cs=")])
 def test_cv_bad_grid_and_scoring_are_named(gauss, params, message):
     from klrlab import KernelLogisticRegressionCV
     X, y, _, _ = gauss
@@ -893,3 +894,47 @@ def test_running_out_of_steps_on_unscaled_features_advises_scaling():
     with pytest.warns(ConvergenceWarning, match="Increase max_iter, or loosen tol") as caught:
         KernelLogisticRegression(gamma=0.5, max_iter=5).fit(X, y)
     assert not any("scale the features" in str(w.message) for w in caught)
+
+
+def test_cv_splits_that_cannot_be_scored_are_refused_by_name(gauss):
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    idx = np.arange(len(y))
+    for cv, message in [([], "no \\(train, test\\) split"), ([(idx, idx[:0])], "fold 0 has no held-out points"),
+                        ([(idx[:40], idx[40:]), (idx[:0], idx)], "fold 1 has no training points"),
+                        ([(idx[:40], np.array([0.5]))], "integer indices"),
+                        ([(idx[:40] > 0, idx[40:])], "mask has shape")]:
+        with pytest.raises(ValueError, match=message):
+            KernelLogisticRegressionCV(Cs=2, cv=cv, gamma=0.5).fit(X, y)
+
+
+def test_cv_takes_boolean_masks_and_bootstrap_splits(gauss):
+    # masks mark the same points as index arrays; a split that repeats indices (a bootstrap) is scored as given, on
+    # the kernel matrix as on row caches
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    n, rng = len(y), np.random.default_rng(0)
+    halves = [(np.arange(n) < n // 2, np.arange(n) >= n // 2), (np.arange(n) >= n // 2, np.arange(n) < n // 2)]
+    as_indices = [(np.flatnonzero(a), np.flatnonzero(b)) for a, b in halves]
+    masked = KernelLogisticRegressionCV(Cs=[0.1, 10.0], cv=halves, gamma=0.5, tol=1e-8).fit(X, y)
+    indexed = KernelLogisticRegressionCV(Cs=[0.1, 10.0], cv=as_indices, gamma=0.5, tol=1e-8).fit(X, y)
+    assert np.array_equal(masked.scores_, indexed.scores_)
+    boot = [(rng.integers(0, n, n), rng.integers(0, n, n // 3)) for _ in range(2)]
+    whole = KernelLogisticRegressionCV(Cs=[0.1, 10.0], cv=boot, gamma=0.5, tol=1e-8).fit(X, y)
+    rows = KernelLogisticRegressionCV(Cs=[0.1, 10.0], cv=boot, gamma=0.5, tol=1e-8, cache_size=0.001).fit(X, y)
+    assert np.allclose(whole.scores_, rows.scores_, rtol=1e-7)
+    model = KernelLogisticRegression(C=10.0, gamma=0.5, tol=1e-8).fit(X[boot[0][0]], y[boot[0][0]])
+    held_out = np.mean(np.log(model.predict_proba(X[boot[0][1]])[np.arange(n // 3),
+                                                                  np.searchsorted(model.classes_, y[boot[0][1]])]))
+    assert np.isclose(whole.scores_[0, 1], held_out, rtol=1e-6)
+
+
+def test_cv_bad_grid_leaves_a_fitted_model_as_it_was(gauss):
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    model = KernelLogisticRegressionCV(Cs=2, cv=3, gamma=0.5).fit(X, y)
+    before = model.predict_proba(X)
+    three = np.where(np.arange(len(y)) % 3 == 0, 2, y)
+    with pytest.raises(ValueError, match="Cs="):
+        model.set_params(Cs=[]).fit(X, three)
+    assert list(model.classes_) == sorted(set(y)) and np.array_equal(model.predict_proba(X), before)
