@@ -150,7 +150,7 @@ def cmd_repro(
 ) -> int:  # the exit code
     "Reproduce one paper (or all implemented ones); print ours beside the paper's and what was skipped."
     from klrlab.repro.harness import ReproError, check_out_dir, run, store_cells
-    if args.store:                          # before the run: a bad folder must not cost a whole run
+    if args.store is not None:              # before the run: a bad folder must not cost a whole run
         try: check_out_dir(args.store)
         except ReproError as e: raise ReproError(f"--store {args.store!r}: {e}") from None
     for paper, filters in _repro_plan(args).items():
@@ -162,7 +162,7 @@ def cmd_repro(
                   "again to resume where it stopped", file=sys.stderr)
             return 130
         _print_run(paper, result)
-        if args.store: print(f"stored the computed cells in {store_cells(result, args.store)}")
+        if args.store is not None: print(f"stored the computed cells in {store_cells(result, args.store)}")
     return 0
 
 def _numbers(text: str | None, name: str) -> list | None:

@@ -213,7 +213,8 @@ def resolve(spec: CanonicalFile, settings=None, allow_download: bool = True) -> 
     if not allow_download:
         if corrupted: raise corrupted[0]
         raise DatasetUnavailable(f"{spec.dataset}/{spec.file} is not in the cache ({settings.data_home}) "
-                                 f"or any mirror ({', '.join(map(str, settings.mirrors)) or 'none configured'})")
+                                 f"or any mirror ({', '.join(map(str, settings.mirrors)) or 'none configured'}), and "
+                                 "downloads are off. Set KLRLAB_MIRROR to a folder holding it, or allow downloads.")
     try:
         path = download(spec, settings.data_home)
     except DatasetUnavailable as e:
@@ -1321,7 +1322,8 @@ def load(name: str, *, split=None, scale: str | None = None, seed: int = 0, allo
     used = []
     def fetch(dataset_dir, file):
         canonical = CANONICAL_FILES[(dataset_dir, file)]
-        path, origin = resolve(canonical, settings, allow_download)
+        try: path, origin = resolve(canonical, settings, allow_download)
+        except DatasetUnavailable as e: raise DatasetUnavailable(f"dataset {name!r}: {e}") from None   # say which set
         used.append(
             dict(
                 file=f"{dataset_dir}/{file}",

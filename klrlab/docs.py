@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import unicodedata
 from html import unescape as html_unescape
 from dataclasses import dataclass, field
@@ -507,7 +508,23 @@ def _site_destination(out) -> Path | None:
     if out.is_dir() and any(out.iterdir()) and not _is_built_site(out):
         raise ValueError(f"out={str(out)!r} holds files that are not a klrlab site; give a new or empty folder "
                          "(the site replaces the folder's contents)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"): pass
+    except OSError as e:
+        raise ValueError(f"out={str(out)!r} cannot be written ({e.strerror or e}); give a writable folder") from None
     return out
+
+def _swap_in(site: Path, out: Path) -> None:
+    """Replace `out` by a copy of `site`: copied beside it first, then renamed into place, so an interrupted copy
+    leaves `out` as it was (a stale copy beside it is removed by the next run)."""
+    staging, old = (out.with_name(f".{out.name}.klrlab-{part}") for part in ("partial", "old"))
+    for stale in (staging, old):
+        if stale.exists(): shutil.rmtree(stale)
+    shutil.copytree(site, staging)
+    if out.exists(): out.rename(old)
+    staging.rename(out)
+    if old.exists(): shutil.rmtree(old)
 
 def build_docs(renderer: str = "auto", out: Path | str | None = None, check: bool = True) -> DocsReport:
     """Build the site with Quarto (`renderer='quarto'`), the fallback (`'fallback'`) or whichever is available
@@ -528,8 +545,7 @@ def build_docs(renderer: str = "auto", out: Path | str | None = None, check: boo
         report.problems = check_site(site, cfg.nbs_path, _site_url(cfg), Path(cfg.config_path) / "_quarto.yml",
                                      readme=Path(cfg.config_path) / "README.md")
     if out is not None:
-        if out.exists(): shutil.rmtree(out)
-        shutil.copytree(site, out)
+        _swap_in(site, out)
         report.site = out
     return report
 

@@ -202,6 +202,7 @@ def test_cli_bench_linear_family_refuses_an_rbf_kernel(capsys):
         (["repro", "all", "--configs", "nosuch"], "unknown config(s) nosuch"),
         (["repro", "keerthi", "--datasets", "keerthi-gauss2d", "--configs", "linear"], "together the filters select"),
         (["repro", "keerthi", "--store", "/proc/klrlab-store/x"], "--store '/proc/klrlab-store/x'"),
+        (["repro", "keerthi", "--store", ""], "--store ''"),
     ],
 )
 def test_cli_filters_that_name_nothing_are_refused_before_any_work(argv, message, capsys):

@@ -455,3 +455,8 @@ def test_an_unusable_data_home_names_itself(tmp_path):
                         out_dir=tmp_path / "out")
     with pytest.raises(DatasetUnavailable, match="KLRLAB_DATA_HOME"):
         load("sonar", settings=settings)
+
+
+def test_an_offline_miss_names_the_dataset_and_the_way_to_get_it(tmp_path):
+    with pytest.raises(DatasetUnavailable, match=r"dataset 'diabetes': .*downloads are off\. Set KLRLAB_MIRROR"):
+        ds.load("diabetes", allow_download=False, settings=settings_for(tmp_path))

@@ -240,3 +240,30 @@ def test_the_landing_page_shows_every_readme_section(site_copy):
     page.write_text(re.sub(r"(<h2[^>]*>)A short example(</h2>)", r"\1An example\2", html))
     problems = check_site(site_copy, ROOT / "nbs", readme=ROOT / "README.md")
     assert "index.html: lacks the README section 'a short example'" in problems
+
+
+def test_an_unwritable_site_folder_is_refused_before_the_build():
+    from klrlab.docs import _site_destination
+    with pytest.raises(ValueError, match="out='/proc/1/klrlab-site' cannot be written"):
+        _site_destination("/proc/1/klrlab-site")
+
+
+def test_an_interrupted_copy_leaves_the_previous_site_and_the_next_copy_proceeds(tmp_path, monkeypatch):
+    import klrlab.docs as docs
+    old_site, new_site, out = tmp_path / "old", tmp_path / "new", tmp_path / "site"
+    for site, text in ((old_site, "old"), (new_site, "new")):
+        site.mkdir(); (site / "index.html").write_text(text); (site / docs.SITE_MARK).write_text("mark")
+    docs._swap_in(old_site, out)
+    real_copytree = shutil.copytree
+    def interrupted(source, target, **kwargs):
+        Path(target).mkdir(); (Path(target) / "index.html").write_text("ne")     # a partial copy, then Ctrl-C
+        raise KeyboardInterrupt
+    monkeypatch.setattr(docs.shutil, "copytree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        docs._swap_in(new_site, out)
+    assert (out / "index.html").read_text() == "old"                  # the previous site, whole
+    monkeypatch.setattr(docs.shutil, "copytree", real_copytree)
+    assert docs._site_destination(out) == out                         # still a site: the next run may replace it
+    docs._swap_in(new_site, out)
+    assert (out / "index.html").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old", "site"]   # no staging left behind

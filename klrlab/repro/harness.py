@@ -212,6 +212,17 @@ def _atomic_write_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
 
+def _atomic_save_figure(fig, path: Path, **savefig_kwargs) -> None:
+    "fig.savefig(path) through a temporary file in the same folder: an interrupted save leaves no truncated image."
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, **savefig_kwargs)
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True); raise
+
 def cell_path(
     store: Path,  # the cells folder
     cell: Cell,  # the cell
@@ -614,6 +625,8 @@ def run(
         ],
         columns=["experiment", "dataset", "reason", "stored_shown"],
     )
+    # run.json describes a finished run: an earlier run's must not stand beside tables this run may leave half-written
+    (result.out / "run.json").unlink(missing_ok=True)
     _write_outputs(protocol, result, runnable, records, profile, standing_in)
     result.seconds = time.perf_counter() - started
     _write_run_info(result, seed, fingerprint, n_jobs, scheduler)
@@ -680,7 +693,7 @@ def _write_outputs(protocol, result, runnable, records, profile, standing_in) ->
         if exp.figure is not None:
             import matplotlib.pyplot as plt
             fig = exp.figure(cells, tables[exp.name] if list(tables) == [exp.name] else tables)
-            fig.savefig(folder / f"{exp.name}.png", dpi=110, bbox_inches="tight"); plt.close(fig)
+            _atomic_save_figure(fig, folder / f"{exp.name}.png", dpi=110, bbox_inches="tight"); plt.close(fig)
     _atomic_write_text(folder / "skipped.csv", result.skipped.to_csv(index=False))
 
 def _tables_of(paper: str, exp: Experiment, ours) -> dict:

@@ -469,3 +469,20 @@ def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, tmp_pa
         bench_module.paired_log_loss(tampered)
     with pytest.raises(ReproError, match="question"):
         bench_module.paired_log_loss(dict(payload, records=[]))
+
+
+def test_binary_families_refuse_a_multi_class_set_by_name(monkeypatch):
+    from types import SimpleNamespace
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 3)), np.repeat([0, 1, 2], 20)
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X, y_test=y))
+    for family in ("svm", "linear", "path"):
+        with pytest.raises(ReproError, match="dataset 'waveform-3class' has 3 classes; the .* family's methods are binary"):
+            bench(["waveform-3class"], family=family, repeats=1)
+
+
+def test_a_stand_in_set_is_skipped_with_the_benchmarks_reason():
+    frame = bench(["tree-like"], repeats=1, offline=True)
+    (skip,) = frame.attrs["skipped"]
+    assert skip["dataset"] == "tree-like" and "benchmark times canonical sets only" in skip["reason"]

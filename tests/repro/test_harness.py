@@ -393,3 +393,22 @@ def test_signed_rank_test_is_exact_with_ties_and_zeros(alternative):
         assert np.isclose(signed_rank_test(a, b, alternative)[1], expected, rtol=1e-12)
     with pytest.raises(ValueError, match="alternative='both'; accepted values"):
         signed_rank_test([1.0, 2.0], [0.0, 0.0], "both")
+
+
+def test_an_interrupted_figure_save_leaves_no_truncated_image(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from klrlab.repro.harness import _atomic_save_figure
+    fig, ax = plt.subplots(); ax.plot([0, 1], [1, 0])
+    target = tmp_path / "table.png"
+    _atomic_save_figure(fig, target, dpi=50)
+    good = target.read_bytes()
+    assert good.startswith(b"\x89PNG")
+    def interrupted(path, **kwargs):
+        Path(path).write_bytes(good[:100]); raise KeyboardInterrupt     # half an image, then Ctrl-C
+    fig.savefig = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        _atomic_save_figure(fig, target, dpi=50)
+    assert target.read_bytes() == good and [p.name for p in tmp_path.iterdir()] == ["table.png"]
+    plt.close(fig)
