@@ -819,7 +819,7 @@ def bench(
         raise ReproError(f"repeats = {repeats}, calibrated_repeats = {calibrated_repeats}; accepted: >= 1")
     _accepted("svc_tuning", svc_tuning, SVC_TUNINGS)
     grid = _as_list(grid, "grid")
-    if record is not None and (not record or Path(record).name != record):
+    if record is not None and (not record or Path(record).name != record or record in (".", "..")):
         raise ReproError(f"record = {record!r}; accepted: a file name without folders")
     folder = check_out_dir(out) if out is not None else None
     threads = pin_one_thread()

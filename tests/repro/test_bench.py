@@ -284,6 +284,7 @@ def test_same_C_question_keeps_the_one_C_comparison(tiny, monkeypatch):
     (dict(grid=[0.1, 0]), "grid = [0.1, 0]; accepted"),
     (dict(svc_tuning="brier"), "unknown svc_tuning 'brier'"),
     (dict(record="a/b"), "record = 'a/b'; accepted: a file name without folders"),
+    (dict(record=".."), "record = '..'; accepted: a file name without folders"),
     (dict(kernel="linear", questions=["fixed_C"]), "with the linear kernel: same_C"),
     (dict(family="svm", C=[1, 100]), "the svm family takes one C and one tolerance"),
     (dict(family="svm", datasets=["a1a"], scaling=["a1a"]), "only the klr family has scaling sets"),
