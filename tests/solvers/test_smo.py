@@ -466,3 +466,25 @@ def test_the_compiled_loop_stops_cleanly_where_every_curvature_is_infinite(C):
     init_gradient(cache, y, alpha, F)
     steps, _, status = smo(cache, y, alpha, F, LOSS_CODES["logistic"], C, 0.0, lo, hi, WSS_CODES["second"], 1e-5, 2000)
     assert steps <= 2000 and status in (1, 2)                   # stopped by the cap or for want of progress
+
+
+def test_the_scores_rounding_floor_follows_the_gap_of_alpha_to_C():
+    from klrlab.solvers.smo import score_rounding_floor
+    C = 1000.0
+    assert score_rounding_floor([C / 2], C) == pytest.approx(np.spacing(C / 2) * 4 / C)       # about 2 eps
+    near = C - 1e-5                                 # sparse KLR's upper bound with gamma = 1e-5 (absolute)
+    assert score_rounding_floor([C / 2, near], C) == pytest.approx(np.spacing(near) * (1 / near + 1e5))   # ~1.1e-8
+
+
+def test_a_tol_below_the_rounding_floor_is_named_in_the_advice():
+    # sparse KLR at C = 1e3 with the paper's absolute gamma = 1e-5: alphas at C - gamma resolve the scores only to
+    # about 1e-8, so tol = 1e-9 cannot be met; the advice says so instead of "increase max_iter"
+    rng = np.random.default_rng(505)
+    y = np.r_[np.ones(60), -np.ones(60)]
+    X = rng.normal(size=(120, 2)); X[:, 0] += y / 2
+    cache = Kernel("rbf", gamma=0.5).cache(X, 50.0)
+    stuck = solve_dual(cache, y, 1000.0, lam=100.0, tol=1e-9, max_iter=200_000, bound_eps=1e-5)
+    assert not stuck.converged and stuck.info["status"] == "max_iter"
+    assert "below the rounding floor" in stuck.info["advice"] and "e-05 below C" in stuck.info["advice"]
+    plain = solve_dual(cache, y, 1000.0, lam=100.0, tol=1e-5, max_iter=50, bound_eps=1e-5)   # just too few steps
+    assert not plain.converged and "rounding floor" not in plain.info.get("advice", "")
