@@ -830,9 +830,10 @@ def bench(
             data = _bench_data(name, family, seed, offline)
         except DatasetUnavailable as e:
             skipped.append(dict(dataset=name, reason=_skip_reason(name, e))); continue
-        if family != "klr" and len(np.unique(data.y)) != 2:
-            raise ReproError(f"dataset {name!r} has {len(np.unique(data.y))} classes; the {family} family's methods "
-                             "are binary (the klr family takes more classes)")
+        n_classes = len(np.unique(data.y))
+        if family != "klr" and n_classes != 2:
+            raise ReproError(f"dataset {name!r} has {n_classes} classes; the {family} family's methods are binary "
+                             "(the klr family takes more classes)")
         if family == "path":
             records += bench_path_dataset(name, data.X, data.y, settings["gamma"], settings["tol"][0], repeats, seed)
             continue

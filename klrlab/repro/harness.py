@@ -202,26 +202,25 @@ def code_fingerprint() -> str:
 # %% ../../nbs/80_harness.ipynb #8efa5ae2
 _UMASK = os.umask(0o022); os.umask(_UMASK)   # read once: files get the usual permissions, not mkstemp's 0600
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def _atomic_write(path: Path, write: Callable) -> None:
+    """write(tmp) into a temporary file beside `path` (same suffix, so writers that read the format from it work),
+    then renamed over it: an interrupted write leaves no half-written file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f: f.write(text)
+        write(tmp)
         os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
 
+def _atomic_write_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
 def _atomic_save_figure(fig, path: Path, **savefig_kwargs) -> None:
-    "fig.savefig(path) through a temporary file in the same folder: an interrupted save leaves no truncated image."
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, **savefig_kwargs)
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True); raise
+    "fig.savefig(path), written atomically: an interrupted save leaves no truncated image."
+    _atomic_write(path, lambda tmp: fig.savefig(tmp, **savefig_kwargs))
 
 def cell_path(
     store: Path,  # the cells folder
@@ -563,10 +562,7 @@ def store_cells(
         new = pd.concat([old, new], ignore_index=True)
     elif old is not None:
         new = old
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    new.to_csv(tmp, index=False, compression="gzip")
-    os.replace(tmp, path)
+    _atomic_write(path, lambda tmp: new.to_csv(tmp, index=False, compression="gzip"))
     return path
 
 # %% ../../nbs/80_harness.ipynb #121724a2

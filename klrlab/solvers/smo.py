@@ -114,8 +114,8 @@ def score_rounding_floor(
     alpha = np.asarray(alpha, dtype=np.float64)
     return float(np.max(np.spacing(alpha) * (1.0 / alpha + 1.0 / (C - alpha)), initial=0.0))
 
-def _unconverged_advice(status: str, converged: bool, C: float, cache, loss: str = "hinge", alpha=None,
-                        tol: float = 0.0, lo: float = 0.0, hi: float = np.inf) -> dict:
+def _unconverged_advice(status: str, converged: bool, C: float, cache, loss: str, alpha, tol: float, lo: float,
+                        hi: float) -> dict:
     """The advice of a run that did not converge, where the base's 'increase max_iter' would mislead: a run that
     stopped making progress; one that ran out of steps with C times the kernel's scale so large that its steps are
     tiny (features far from unit scale); or a KLR run whose tol is below the rounding floor of its scores
@@ -129,8 +129,8 @@ def _unconverged_advice(status: str, converged: bool, C: float, cache, loss: str
         return dict(advice=f"C times the kernel's largest diagonal value is {scale:.3g}, so each step moves little: "
                            "scale the features (or lower C) before increasing max_iter.")
     # the free alphas: one at a bound moves there exactly (a clipped step), and its score is one-sided
-    free = np.asarray(alpha)[(np.asarray(alpha) > lo) & (np.asarray(alpha) < hi)] if alpha is not None else None
-    floor = score_rounding_floor(free, C) if loss == "logistic" and free is not None and np.isfinite(C) else 0.0
+    free = alpha[(alpha > lo) & (alpha < hi)]
+    floor = score_rounding_floor(free, C) if loss == "logistic" and np.isfinite(C) else 0.0
     if tol < floor:
         gap_to_C = float(np.min(C - free))
         return dict(advice=f"tol={tol:g} is below the rounding floor of the scores here, about {floor:.2g}: an alpha "
