@@ -54,6 +54,14 @@ def fit_temperature(
                   stacklevel=3)
     return float(np.exp(log_t))
 
+def _check_class_sizes(cv: int, y, classes) -> None:
+    """Each class needs `cv` points: with fewer, a stratified fold trains without that class (one point) or holds none
+    of it out, and the wrapped estimator would fail on a fold with a message that does not mention cv."""
+    fewest = int(np.bincount(np.searchsorted(classes, y)).min())
+    if fewest >= cv: return
+    advice = f"use cv between 2 and {fewest}" if fewest >= 2 else "give at least 2 points of each class"
+    raise ValueError(f"cv={cv}: the smallest class has {fewest} point(s), fewer than the {cv} folds; {advice}")
+
 class TemperatureScaled(ClassifierMixin, BaseEstimator):
     """Wrap a binary classifier with a decision_function: P(+1|x) = sigmoid(f(x) / T), T > 0 fitted on out-of-fold
     decision values."""
@@ -87,6 +95,7 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         if len(self.classes_) != 2:
             raise ValueError(f"Only binary classification is supported: TemperatureScaled is binary and y has "
                              f"{len(self.classes_)} class(es) {list(self.classes_)}")
+        _check_class_sizes(self.cv, y, self.classes_)
         folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
         f = cross_val_predict(clone(base), X, y, cv=folds, method="decision_function")
         self.temperature_ = fit_temperature(f, np.where(y == self.classes_[1], 1.0, -1.0))
