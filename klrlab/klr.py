@@ -267,7 +267,9 @@ class ImportVectorMachine(LogisticProbabilities, BaseKernelClassifier):
 # %% ../nbs/20_klr.ipynb #d14df698
 class HalfThresholdingKLR(LogisticProbabilities, BaseKernelClassifier):
     """l1/2-regularised kernel logistic regression, solved by Xu et al.'s half-thresholding (proximal gradient)
-    iteration."""
+    iteration. The default SpaRSA step is fast, but which stationary point of this non-convex problem it reaches
+    depends on rounding, so the model can change with the order of the training points; `step='fixed'` gives the
+    same model in any order (to rounding) and needs many more steps."""
     _parameter_constraints: dict = {**_constraints("C", "kernel", "gamma", "degree", "coef0", "max_iter"),
                                     "tol": [Interval(Real, 0, None, closed="left")],
                                     "step": [StrOptions({"bb", "fixed"})]}
