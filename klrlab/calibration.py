@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .base import reject_boolean_counts
+from .base import reject_boolean_numbers
 from .klr import KernelLogisticRegression
 
 # %% ../nbs/22_calibration.ipynb #07fc684a
@@ -80,7 +80,7 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
 
     def _validate_params(self):
         super()._validate_params()
-        reject_boolean_counts(self)
+        reject_boolean_numbers(self)
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
