@@ -399,12 +399,32 @@ def test_svcpath_a_tight_kkt_tol_tightens_the_backup_instead_of_failing():
 
 
 @pytest.mark.parametrize("kkt_check, remedy", [(False, "set kkt_check=True"), (True, "loosen kkt_tol")])
-def test_svcpath_a_violation_above_kkt_tol_names_svcpaths_own_remedy(kkt_check, remedy):
+def test_svcpath_a_violation_above_kkt_tol_names_svcpaths_own_remedy(kkt_check, remedy, monkeypatch):
+    import klrlab.solvers.path as path_module
     from sklearn.datasets import make_classification
     X, y = make_classification(80, 4, random_state=0)
+    monkeypatch.setattr(path_module, "MAX_RESTARTS", 0)   # with restarts the path reaches 1e-12 here
     with pytest.warns(ConvergenceWarning, match=f"reached lambda_min with a KKT violation .*{remedy}") as caught:
         SVCPath(kkt_tol=1e-12, kkt_check=kkt_check).fit(X, y)
     assert not any("max_iter" in str(w.message) for w in caught)
+
+
+def test_svcpath_restarts_where_its_fresh_certificate_fails_and_then_holds_kkt_tol():
+    from sklearn.datasets import make_classification
+    X, y = make_classification(80, 4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = SVCPath(kkt_tol=1e-12).fit(X, y)
+    result = model.solver_results_[0]
+    assert model.converged_ and model.certificate_.value <= 1e-12 and result.info["restarts"] >= 1
+
+
+def test_svcpath_a_tolerance_below_float64s_reach_is_named_as_such():
+    from sklearn.datasets import make_classification
+    X, y = make_classification(80, 4, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="rounding floor of its scores.*loosen kkt_tol"):
+        model = SVCPath(kkt_tol=1e-13, C=1e-3).fit(X, y)        # a well-scaled kernel (entries <= 1)
+    assert not model.converged_
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "precomputed"])

@@ -6,8 +6,8 @@ Docs: https://klrlab.github.io/klrlab/path.html.md"""
 
 # %% auto #0
 __all__ = ['FACTORIZATIONS', 'EVENTS', 'EVENT_RULES', 'RIGHT', 'ELBOW', 'LEFT', 'E_UPPER', 'E_LOWER', 'FROM_R', 'FROM_L', 'GUARD',
-           'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'SMOStalled', 'initial_alpha_hat',
-           'kkt_violation_path', 'solve_path', 'path_at', 'interpolate_at']
+           'ROUNDING_REACH', 'MAX_RESTARTS', 'bordered_matrix', 'SVDFactor', 'QRFactor', 'QRUpdateFactor', 'SMOStalled',
+           'initial_alpha_hat', 'kkt_violation_path', 'solve_path', 'path_at', 'interpolate_at']
 
 # %% ../../nbs/16_path.ipynb #6228dfb6
 import time
@@ -243,22 +243,30 @@ def _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right) -> tuple:
 def _smo_at(cache, y, lam, a_start, tol) -> tuple:
     "The C-SVM at C = 1/lam by the SMO engine from a_start, polished: (alpha_hat, alpha0_hat, sets, r, SMO steps)."
     C = 1.0 / lam
-    tol = max(tol, _rounding_floor(cache, C))
-    res = solve_dual(cache, y, C, loss="hinge", lam=1.0, tol=tol, alpha0=a_start * C, max_iter=_smo_budget(len(y)))
-    if not res.converged: raise SMOStalled(lam, res.certificate.value, float(np.max(cache.diagonal)))
+    floor = _rounding_floor(cache, C)
+    res = solve_dual(cache, y, C, loss="hinge", lam=1.0, tol=max(tol, floor), alpha0=a_start * C,
+                     max_iter=_smo_budget(len(y)))
+    if not res.converged: raise SMOStalled(lam, res.certificate.value, float(np.max(cache.diagonal)), floor)
     a = np.clip(res.alpha / C, 0.0, 1.0)
     a0 = -res.bias / C                      # klrlab's f = sum alpha y k + bias; the paper's f = ... - b
     sets = _sets_of(a)
     a, a0 = _polish(cache, y, lam, a, a0, sets)
     return a, a0, sets, lam - _phi(cache, y, a, a0), res.n_iter
 
+ROUNDING_REACH = 100.0   # a stall within this factor of the rounding floor is put down to the tolerance asked for
+
 class SMOStalled(RuntimeError):
-    "The SMO start or backup of the path did not reach its tolerance: the kernel matrix is too ill-conditioned."
-    def __init__(self, lam: float, violation: float, k_max: float):
+    """The SMO start or backup of the path did not reach its tolerance: near the rounding floor of its scores, the
+    tolerance asked for is below float64's reach; far above it, the kernel matrix is too ill-conditioned."""
+    def __init__(self, lam: float, violation: float, k_max: float, floor: float):
         self.lam, self.violation = lam, violation
+        why = (f"within {ROUNDING_REACH:g} times the rounding floor of its scores ({floor:.2g}), so the tolerances "
+               "asked for are below what float64 reaches at this C: loosen kkt_tol, or init_tol and backup_tol"
+               if violation <= ROUNDING_REACH * floor else
+               f"the kernel matrix is too ill-conditioned for the exact path (entries up to {k_max:.3g}); scale the "
+               "features (e.g. StandardScaler) or use a better-conditioned kernel")
         super().__init__(f"the SMO solve at lambda={lam:g} (C={1 / lam:g}) stopped at KKT violation {violation:.3g}: "
-                         f"the kernel matrix is too ill-conditioned for the exact path (entries up to {k_max:.3g}); "
-                         "scale the features (e.g. StandardScaler) or use a better-conditioned kernel")
+                         + why)
 
 def _smo_budget(n: int) -> int:
     "SMO steps allowed to one solve of the path: far above what a well-posed problem needs (a few per point)."
@@ -345,6 +353,8 @@ def _fresh_violations(cache, y, bp, block: int = 256) -> np.ndarray:
     return np.maximum.reduce([np.maximum(v, 0.0), box, balance])
 
 # %% ../../nbs/16_path.ipynb #5e899906
+MAX_RESTARTS = 10   # restarts of the path from a breakpoint whose fresh certificate fails, before it gives up
+
 def solve_path(
     cache: KernelCache,  # the kernel-row cache of the training points (Kernel.cache)
     y,  # labels in {-1, +1}, one per cached point
@@ -389,103 +399,124 @@ def solve_path(
     counts = dict.fromkeys(("step", "special", "backup-kkt", "backup-loop", "lp", "closed_form"), 0)
     steps = dict(elbow=[], nullity=[], kind=[], lam=[], seconds=[])
     lam_c, n_blocked, n_special, max_elbow, max_nullity, stalled = lam, 0, 0, len(elbow), 0, None
-    while lam > lambda_min and len(bps.rows) < max_breakpoints:
-        t_step = time.perf_counter()
-        if not (sets == LEFT).any():                 # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
-            scale = lambda_min / lam
-            a, a0, r, lam = a * scale, a0 * scale, r * scale, float(lambda_min)
-            bps.add(lam, a, a0, sets, "step", True)
-            counts["step"] += 1
-            if trace:
-                for key, value in zip(steps, (len(elbow), 0, "terminal", lam, time.perf_counter() - t_step)):
-                    steps[key].append(value)
-            break
-        m = len(elbow)
-        if m:
-            Khat = np.vstack([-y, cache.get_rows(elbow) * np.outer(y[elbow], y)])     # k_hat_i (20), all i
-            dp, null = factor.directions(bordered_matrix(y[elbow], Khat[1:, elbow]), elbow)
-            p, q = Khat.T @ dp - 1.0, Khat.T @ null
-        else:                                                    # Remark 4: alpha_0 held, p = -1, q = 0
-            dp, null, p, q = np.zeros(1), np.zeros((1, 0)), -np.ones(len(y)), np.zeros((len(y), 0))
-        nullity = null.shape[1]
-        max_nullity = max(max_nullity, nullity)
-        kind = None
-        if nullity == 0 and n_special < max_blocked:
-            to_left, to_right, to_elbow = _special_moves(a, r, lam, sets, elbow, dp, p, tau, tau2)
-            if len(to_left) + len(to_right) + len(to_elbow):
-                sets[to_left], sets[to_right], sets[to_elbow] = LEFT, RIGHT, ELBOW
-                elbow = [e for e in elbow if sets[e] == ELBOW] + sorted(set(to_elbow.tolist()))
-                a, a0 = _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right)   # on the margin, on bounds
-                r = lam - _phi(cache, y, a, a0)
-                n_special += 1
-                counts["special"] += 1
-                bps.add(lam, a, a0, sets, "special", True)
-                kind = "special"
-            else:
-                n_special = 0
-        if kind is None:
-            c, coef, h, who, rows = _constraints(a, r, lam, sets, elbow, dp, null, p, q,
-                                                kkt_tol if kkt_check and guard_in_step else None)
-            lower = max(-lam, lambda_min - lam)
-            if nullity == 0:
-                step = _closed_form_step(c, coef, lower, lam, pivot_tol)
-                counts["closed_form"] += 1
-            else:
-                consistent = np.allclose(bordered_matrix(y[elbow], Khat[1:, elbow]) @ dp, _ones(m), atol=1e-8)
-                eq = None if consistent else (np.column_stack([p[elbow], q[elbow]]), r[elbow])
-                step = _lp_step(c, coef, h, lower, lam, eq, events)
-                counts["lp"] += 1
-            lam_new = lam + step[0] if step is not None else lam
-            if step is None or n_blocked > max_blocked:
-                lam = (1 - gamma) * lam                          # BR at (1 - gamma) lambda
-                try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
-                except SMOStalled as e: stalled = e; break
-                elbow = list(np.flatnonzero(sets == ELBOW))
-                bps.add(lam, a, a0, sets, "backup-loop", False)
-                counts["backup-loop"] += 1
-                lam_c, n_blocked, kind = lam, 0, "backup-loop"
-            else:
-                if lam_c - lam_new < tau2: n_blocked += 1
-                else: n_blocked, lam_c, n_special = 0, lam_new, 0
-                delta, beta, active = step
-                move = dp * delta + (null @ beta if nullity else 0.0)
-                a0 += move[0]
-                a[elbow] += move[1:]
-                r = r - p * delta - (q @ beta if nullity else 0.0)
-                lam = lam_new
-                moved, kinds = who[active], rows[active]
-                a[moved[kinds == E_UPPER]], a[moved[kinds == E_LOWER]] = 1.0, 0.0
-                sets[moved[kinds == E_UPPER]], sets[moved[kinds == E_LOWER]] = LEFT, RIGHT
-                joining = moved[(kinds == FROM_R) | (kinds == FROM_L)]
-                sets[joining], r[joining] = ELBOW, 0.0
-                stay = [e for e in elbow if sets[e] == ELBOW]
-                a[stay] = np.clip(a[stay], 0.0, 1.0)                       # (38), the elbow only (note 8.6)
-                elbow = stay + sorted(set(joining.tolist()) - set(stay))
+    violations, restarts = np.zeros(0), 0               # the fresh certificate of the breakpoints checked so far
+    while True:
+        while lam > lambda_min and len(bps.rows) < max_breakpoints:
+            t_step = time.perf_counter()
+            if not (sets == LEFT).any():                 # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
+                scale = lambda_min / lam
+                a, a0, r, lam = a * scale, a0 * scale, r * scale, float(lambda_min)
                 bps.add(lam, a, a0, sets, "step", True)
                 counts["step"] += 1
-                kind = "step"
-                guard_hit = bool(np.any(kinds == GUARD))
-                if guard_hit or (kkt_check and kkt_violation_path(r / lam, sets) > kkt_tol):
+                if trace:
+                    for key, value in zip(steps, (len(elbow), 0, "terminal", lam, time.perf_counter() - t_step)):
+                        steps[key].append(value)
+                break
+            m = len(elbow)
+            if m:
+                Khat = np.vstack([-y, cache.get_rows(elbow) * np.outer(y[elbow], y)])     # k_hat_i (20), all i
+                dp, null = factor.directions(bordered_matrix(y[elbow], Khat[1:, elbow]), elbow)
+                p, q = Khat.T @ dp - 1.0, Khat.T @ null
+            else:                                                    # Remark 4: alpha_0 held, p = -1, q = 0
+                dp, null, p, q = np.zeros(1), np.zeros((1, 0)), -np.ones(len(y)), np.zeros((len(y), 0))
+            nullity = null.shape[1]
+            max_nullity = max(max_nullity, nullity)
+            kind = None
+            if nullity == 0 and n_special < max_blocked:
+                to_left, to_right, to_elbow = _special_moves(a, r, lam, sets, elbow, dp, p, tau, tau2)
+                if len(to_left) + len(to_right) + len(to_elbow):
+                    sets[to_left], sets[to_right], sets[to_elbow] = LEFT, RIGHT, ELBOW
+                    elbow = [e for e in elbow if sets[e] == ELBOW] + sorted(set(to_elbow.tolist()))
+                    a, a0 = _snap_and_polish(cache, y, lam, a, a0, sets, to_left, to_right)   # on the margin, on bounds
+                    r = lam - _phi(cache, y, a, a0)
+                    n_special += 1
+                    counts["special"] += 1
+                    bps.add(lam, a, a0, sets, "special", True)
+                    kind = "special"
+                else:
+                    n_special = 0
+            if kind is None:
+                c, coef, h, who, rows = _constraints(a, r, lam, sets, elbow, dp, null, p, q,
+                                                    kkt_tol if kkt_check and guard_in_step else None)
+                lower = max(-lam, lambda_min - lam)
+                if nullity == 0:
+                    step = _closed_form_step(c, coef, lower, lam, pivot_tol)
+                    counts["closed_form"] += 1
+                else:
+                    consistent = np.allclose(bordered_matrix(y[elbow], Khat[1:, elbow]) @ dp, _ones(m), atol=1e-8)
+                    eq = None if consistent else (np.column_stack([p[elbow], q[elbow]]), r[elbow])
+                    step = _lp_step(c, coef, h, lower, lam, eq, events)
+                    counts["lp"] += 1
+                lam_new = lam + step[0] if step is not None else lam
+                if step is None or n_blocked > max_blocked:
+                    lam = (1 - gamma) * lam                          # BR at (1 - gamma) lambda
                     try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
                     except SMOStalled as e: stalled = e; break
                     elbow = list(np.flatnonzero(sets == ELBOW))
-                    if guard_hit: bps.add(lam, a, a0, sets, "backup-kkt", False)     # a jump: zero length
-                    else: bps.replace_last(lam, a, a0, sets, "backup-kkt", False)
-                    counts["backup-kkt"] += 1
-                    kind = "backup-kkt"
-        max_elbow = max(max_elbow, len(elbow))
-        if trace:
-            for key, value in zip(steps, (len(elbow), nullity, kind, lam, time.perf_counter() - t_step)):
-                steps[key].append(value)
+                    bps.add(lam, a, a0, sets, "backup-loop", False)
+                    counts["backup-loop"] += 1
+                    lam_c, n_blocked, kind = lam, 0, "backup-loop"
+                else:
+                    if lam_c - lam_new < tau2: n_blocked += 1
+                    else: n_blocked, lam_c, n_special = 0, lam_new, 0
+                    delta, beta, active = step
+                    move = dp * delta + (null @ beta if nullity else 0.0)
+                    a0 += move[0]
+                    a[elbow] += move[1:]
+                    r = r - p * delta - (q @ beta if nullity else 0.0)
+                    lam = lam_new
+                    moved, kinds = who[active], rows[active]
+                    a[moved[kinds == E_UPPER]], a[moved[kinds == E_LOWER]] = 1.0, 0.0
+                    sets[moved[kinds == E_UPPER]], sets[moved[kinds == E_LOWER]] = LEFT, RIGHT
+                    joining = moved[(kinds == FROM_R) | (kinds == FROM_L)]
+                    sets[joining], r[joining] = ELBOW, 0.0
+                    stay = [e for e in elbow if sets[e] == ELBOW]
+                    a[stay] = np.clip(a[stay], 0.0, 1.0)                       # (38), the elbow only (note 8.6)
+                    elbow = stay + sorted(set(joining.tolist()) - set(stay))
+                    bps.add(lam, a, a0, sets, "step", True)
+                    counts["step"] += 1
+                    kind = "step"
+                    guard_hit = bool(np.any(kinds == GUARD))
+                    if guard_hit or (kkt_check and kkt_violation_path(r / lam, sets) > kkt_tol):
+                        try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+                        except SMOStalled as e: stalled = e; break
+                        elbow = list(np.flatnonzero(sets == ELBOW))
+                        if guard_hit: bps.add(lam, a, a0, sets, "backup-kkt", False)     # a jump: zero length
+                        else: bps.replace_last(lam, a, a0, sets, "backup-kkt", False)
+                        counts["backup-kkt"] += 1
+                        kind = "backup-kkt"
+            max_elbow = max(max_elbow, len(elbow))
+            if trace:
+                for key, value in zip(steps, (len(elbow), nullity, kind, lam, time.perf_counter() - t_step)):
+                    steps[key].append(value)
+        if stalled is not None or not kkt_check or lam > lambda_min * (1 + 1e-12): break
+        # the certificate afresh for the breakpoints not yet checked: the carried slacks can drift from the kernel's
+        # (a snap to a bound, a special event, an LP vertex off by its tolerance) where neither the guard nor the check
+        # sees it; the path then restarts at the first breakpoint that fails, from the backup routine's solution
+        recent = {key: value[len(violations):] for key, value in bps.arrays().items()}
+        violations = np.r_[violations, _fresh_violations(cache, y, recent)]
+        failing = np.flatnonzero(violations > kkt_tol)
+        if not failing.size or restarts == MAX_RESTARTS: break
+        first = int(failing[0])
+        del bps.rows[first + 1:]
+        violations = violations[:first]
+        lam, a, a0, sets = bps.rows[first][0], bps.rows[first][1].copy(), bps.rows[first][2], bps.rows[first][3].copy()
+        try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
+        except SMOStalled as e: stalled = e; break
+        bps.replace_last(lam, a, a0, sets, "backup-kkt", False)
+        counts["backup-kkt"] += 1
+        elbow = list(np.flatnonzero(sets == ELBOW))
+        lam_c, n_blocked, n_special, restarts = lam, 0, 0, restarts + 1
     t_path = time.perf_counter() - t_start - t_init
     bp = bps.arrays()
-    violations = _fresh_violations(cache, y, bp)
+    recent = {key: value[len(violations):] for key, value in bp.items()}
+    violations = np.r_[violations, _fresh_violations(cache, y, recent)] if len(recent["lam"]) else violations
     worst = float(violations.max())
     finished = bool(lam <= lambda_min * (1 + 1e-12))
     certificate = Certificate("kkt_violation", worst, kkt_tol)
     info = dict(breakpoints=bp, violation=violations, factorization=factorization, finished=finished,
                 counts=counts, max_elbow=max_elbow, max_nullity=max_nullity, t_init=t_init, t_path=t_path,
-                smo_init_steps=smo_steps, n_factorizations=factor.n_factorizations,
+                smo_init_steps=smo_steps, restarts=restarts, n_factorizations=factor.n_factorizations,
                 n_qr_updates=getattr(factor, "n_updates", 0), lambda_max=float(lambda_max),
                 lambda_min=float(lambda_min))
     if stalled is not None: info["advice"] = f"The path stopped early: {stalled}."
@@ -494,7 +525,8 @@ def solve_path(
     elif not certificate.satisfied:
         info["advice"] = (f"The path reached lambda_min with a KKT violation of {worst:.3g} > kkt_tol = {kkt_tol:g}: "
                           + ("set kkt_check=True (its guard keeps every step within kkt_tol), or loosen kkt_tol."
-                             if not kkt_check else "rounding holds the violation there: loosen kkt_tol."))
+                             if not kkt_check else f"{restarts} restarts from the backup routine did not remove it, so "
+                             "rounding holds the violation there: loosen kkt_tol."))
     return SolverResult(alpha=a / lam, bias=-a0 / lam, certificate=certificate, n_iter=len(bp["lam"]) - 1,
                         n_kernel_evals=cache.n_kernel_evals - evals_before,
                         converged=finished and certificate.satisfied,

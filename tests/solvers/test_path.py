@@ -230,3 +230,41 @@ def test_a_backup_tolerance_the_guard_cannot_accept_is_refused():
     with pytest.raises(ValueError, match="events"):
         solve_path(cache, y, events="all")
     assert solve_path(cache, y, backup_tol=1e-3, guard_in_step=False).info["finished"]
+
+
+# two small problems where the carried slacks drifted from the kernel's without the guard or the check seeing it: a
+# special event that left alpha_hat = 4e-8 on a point of R (RBF), and an LP vertex off by HiGHS's feasibility tolerance
+# whose snap left the carried r wrong by about 1e-5 (poly, SVD); their certificates ended at 2.8e-3 and 3.1e-2
+DRIFT_CASES = {
+    "special event residue": (
+        np.array([[1, 0], [2, 0], [2, 0], [0, 0], [1, 0], [1, 1], [2, 2], [0, 2], [2, 2], [0, 0], [2, 1], [1, 2],
+                  [1, 1], [1, 1], [1, 2], [0, 0], [1, 1], [2, 0], [1, 2]], dtype=float),
+        np.array([-1, 1, 1, -1, -1, -1, 1, -1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1], dtype=float),
+        Kernel("rbf", gamma=0.002792926326553363), "qr"),
+    "carried slack drift": (
+        np.array([[0, 3], [2, 0], [3, 3], [1, 3], [1, 2], [3, 3], [0, 3], [1, 3], [2, 2], [3, 0], [0, 3], [3, 3]],
+                 dtype=float),
+        np.array([-1, -1, 1, -1, 1, -1, 1, 1, 1, 1, -1, 1], dtype=float),
+        Kernel("poly", gamma=1.542809497109864, degree=2, coef0=1.0), "svd"),
+}
+
+
+@pytest.mark.parametrize("case", DRIFT_CASES)
+def test_a_breakpoint_that_fails_its_fresh_certificate_restarts_the_path_there(case):
+    X, y, kernel, factorization = DRIFT_CASES[case]
+    res = solve_path(kernel.cache(X), y, factorization=factorization)
+    bp = res.info["breakpoints"]
+    assert res.converged and res.info["restarts"] >= 1 and "backup-kkt" in bp["event"]
+    assert fresh_kkt(kernel(X), y, bp) <= 1e-3
+    for lam in (1e-1, 1e-2, 1e-3):                      # large C, where a drifted slack grows like 1 / lambda
+        oracle = svm_dual_qp(kernel(X), y, 1 / lam)["optimum"]
+        assert abs(path_cost(kernel(X), y, bp, lam) - oracle) <= 1e-4 * oracle
+
+
+def test_the_restarts_are_bounded_and_the_advice_says_they_were_tried(monkeypatch):
+    import klrlab.solvers.path as path_module
+    X, y, kernel, factorization = DRIFT_CASES["carried slack drift"]
+    monkeypatch.setattr(path_module, "MAX_RESTARTS", 0)          # the path as it ends without a restart
+    res = solve_path(kernel.cache(X), y, factorization=factorization)
+    assert not res.converged and res.info["restarts"] == 0 and res.certificate.value > 1e-3
+    assert "0 restarts from the backup routine did not remove it" in res.info["advice"]
