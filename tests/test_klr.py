@@ -938,3 +938,14 @@ def test_cv_bad_grid_leaves_a_fitted_model_as_it_was(gauss):
     with pytest.raises(ValueError, match="Cs="):
         model.set_params(Cs=[]).fit(X, three)
     assert list(model.classes_) == sorted(set(y)) and np.array_equal(model.predict_proba(X), before)
+
+
+def test_cv_fold_warnings_say_why_a_solve_stopped():
+    from klrlab import KernelLogisticRegressionCV
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 2)); y = np.where(X[:, 0] + 0.5 * rng.normal(size=60) > 0, 1, 0)
+    with pytest.warns(ConvergenceWarning) as caught:
+        KernelLogisticRegressionCV(Cs=[1e3], cv=2, tol=1e-14, gamma=1.0).fit(X, y)
+    folds = [str(w.message) for w in caught if "fold" in str(w.message)]
+    assert folds and not any("max_iter" in m for m in folds)           # they stopped long before max_iter
+    assert all("did not converge in" in m and "KKT violation" in m for m in folds)

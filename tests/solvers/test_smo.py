@@ -488,3 +488,26 @@ def test_a_tol_below_the_rounding_floor_is_named_in_the_advice():
     assert "below the rounding floor" in stuck.info["advice"] and "e-05 below C" in stuck.info["advice"]
     plain = solve_dual(cache, y, 1000.0, lam=100.0, tol=1e-5, max_iter=50, bound_eps=1e-5)   # just too few steps
     assert not plain.converged and "rounding floor" not in plain.info.get("advice", "")
+
+
+# ---- found by an audit: certificates that float64 or the guard box cannot support -------------------------------
+
+def test_scores_beyond_float64s_resolution_are_not_certified():
+    X = np.random.default_rng(3).normal(size=(8, 3)) * 1e8               # a linear kernel's values near 1e16
+    y = np.r_[-np.ones(6), np.ones(2)]
+    run = solve_dual(Kernel("linear").cache(X), y, 2e4, lam=1e21, tol=1e-3, bound_eps=1e-5)
+    assert not run.converged and run.certificate.value >= run.info["score_resolution"] > 1e-3
+    assert "resolved only to" in run.info["advice"]
+
+
+@pytest.mark.parametrize("scale, pinned_matter", [(1.0, False), (1e3, True)])
+def test_alphas_pinned_by_the_guard_box_are_not_certified_where_they_move_the_scores(scale, pinned_matter):
+    rng = np.random.default_rng(4)
+    X = np.r_[rng.normal(size=(10, 2)) + 3, rng.normal(size=(10, 2)) - 3] * scale      # separable
+    y = np.r_[np.ones(10), -np.ones(10)]
+    run = solve_dual(Kernel("linear").cache(X), y, 1e6, tol=1e-5, max_iter=2_000_000)
+    assert (run.info["guard_shift"] > 1e-5) == pinned_matter and run.converged == (not pinned_matter)
+    if pinned_matter: assert "bound_eps" in run.info["advice"]
+    # the guard box is plain KLR's alone: an explicit bound_eps is the problem's own box
+    explicit = solve_dual(Kernel("linear").cache(X), y, 1e6, tol=1e-5, max_iter=2_000_000, bound_eps=1e-7)
+    assert explicit.info["guard_shift"] == 0.0
