@@ -511,7 +511,8 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                     if not r.converged:
                         warnings.warn(f"{type(self).__name__}: fold {fold}, C={self.Cs_[c]:g} did not converge in "
                                       f"{r.n_iter} steps ({STOPPED_BY[r.info['status']]}): KKT violation "
-                                      f"{r.certificate.value:.3g} > tol {self.tol:g}. {r.info.get('advice', '')}".rstrip(),
+                                      f"{r.certificate.value:.3g} > tol {self.tol:g}. "
+                                      f"{r.info.get('advice', '')}".rstrip(),
                                       ConvergenceWarning, stacklevel=3)
                     decisions[c, :, k] = K_test @ (r.alpha * y_pm) + r.bias
                     alpha_sums[c, k, train] += r.alpha

@@ -403,7 +403,7 @@ def solve_path(
     while True:
         while lam > lambda_min and len(bps.rows) < max_breakpoints:
             t_step = time.perf_counter()
-            if not (sets == LEFT).any():                 # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
+            if not (sets == LEFT).any():             # no more events (paper §IV): alpha = alpha_hat / lambda is fixed
                 scale = lambda_min / lam
                 a, a0, r, lam = a * scale, a0 * scale, r * scale, float(lambda_min)
                 bps.add(lam, a, a0, sets, "step", True)

@@ -143,9 +143,10 @@ def _unresolved_advice(resolution: float, guard: float, cache, tol: float) -> di
     if resolution > tol:
         return dict(advice=f"The scores are resolved only to about {resolution:.2g} > tol={tol:g} (kernel values up to "
                            f"{largest:.3g}): scale the features so the kernel's values are near 1, or loosen tol.")
-    return dict(advice=f"Alphas pinned at the guard box's edge mu C, which keeps log(a / (C - a)) finite, could move the "
-                       f"scores by up to {guard:.2g} > tol={tol:g} (kernel values up to {largest:.3g}): give a smaller "
-                       "bound_eps (e.g. 1e-200), a smaller C, or features scaled so the kernel's values are near 1.")
+    return dict(advice=f"Alphas pinned at the guard box's edge mu C, which keeps log(a / (C - a)) finite, could move "
+                       f"the scores by up to {guard:.2g} > tol={tol:g} (kernel values up to {largest:.3g}): give a "
+                       "smaller bound_eps (e.g. 1e-200), a smaller C, or features scaled so the kernel's values are "
+                       "near 1.")
 
 def score_rounding_floor(
     alpha,  # the KLR dual's alpha, inside (0, C)
