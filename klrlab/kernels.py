@@ -67,10 +67,14 @@ def _pair(X, Y):
 # %% ../nbs/01_kernels.ipynb #1bcc952f
 MAX_DEGREE = 2**31 - 1   # the compiled cache holds the polynomial degree as a C int
 
+def _is_width(gamma) -> bool:
+    "Whether gamma is a width: a finite number > 0 (a boolean is not one)."
+    return not isinstance(gamma, bool) and isinstance(gamma, Real) and bool(np.isfinite(gamma)) and gamma > 0
+
 def _width(gamma, X) -> float:
-    "The functions' gamma: None means 1 / n_features; otherwise a finite number > 0 (a boolean is not one)."
+    "The functions' gamma: None means 1 / n_features; otherwise a width (`_is_width`)."
     if gamma is None: return 1.0 / X.shape[1]
-    if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, Real) or not np.isfinite(gamma) or gamma <= 0:
+    if not _is_width(gamma):
         raise ValueError(f"gamma={gamma!r}; accepted: None (1 / n_features) or a finite number > 0")
     return float(gamma)
 
@@ -177,7 +181,7 @@ def _resolve_gamma(gamma, X: np.ndarray) -> float:
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma={gamma!r}; accepted: 'scale', 'auto' or a number > 0")
-    if isinstance(gamma, bool) or not isinstance(gamma, Real) or not np.isfinite(gamma) or gamma <= 0:
+    if not _is_width(gamma):
         raise ValueError(f"gamma={gamma!r}; accepted: 'scale', 'auto' or a finite number > 0")
     return float(gamma)
 

@@ -336,6 +336,11 @@ class _Breakpoints:
         return dict(lam=np.array(lam), alpha_hat=np.array(a), alpha0_hat=np.array(a0), sets=np.array(sets),
                     event=np.array(event), exact=np.array(exact))
 
+def _extended_violations(cache, y, violations, bp) -> np.ndarray:
+    "The fresh violations of every breakpoint of `bp`: `violations` for the first ones, computed for the rest."
+    rest = {key: value[len(violations):] for key, value in bp.items()}
+    return np.r_[violations, _fresh_violations(cache, y, rest)] if len(rest["lam"]) else violations
+
 def _fresh_violations(cache, y, bp, block: int = 256) -> np.ndarray:
     "The KKT violation of every breakpoint with phi recomputed from the kernel rows (no carried quantity)."
     coef = (bp["alpha_hat"] * y).T                          # (n, breakpoints)
@@ -493,14 +498,13 @@ def solve_path(
         # the certificate afresh for the breakpoints not yet checked: the carried slacks can drift from the kernel's
         # (a snap to a bound, a special event, an LP vertex off by its tolerance) where neither the guard nor the check
         # sees it; the path then restarts at the first breakpoint that fails, from the backup routine's solution
-        recent = {key: value[len(violations):] for key, value in bps.arrays().items()}
-        violations = np.r_[violations, _fresh_violations(cache, y, recent)]
+        violations = _extended_violations(cache, y, violations, bps.arrays())
         failing = np.flatnonzero(violations > kkt_tol)
         if not failing.size or restarts == MAX_RESTARTS: break
         first = int(failing[0])
         del bps.rows[first + 1:]
         violations = violations[:first]
-        lam, a, a0, sets = bps.rows[first][0], bps.rows[first][1].copy(), bps.rows[first][2], bps.rows[first][3].copy()
+        lam, a, a0, sets, _, _ = bps.rows[first]          # kept as they are if the backup stalls
         try: a, a0, sets, r, _ = _smo_at(cache, y, lam, a, backup_tol)
         except SMOStalled as e: stalled = e; break
         bps.replace_last(lam, a, a0, sets, "backup-kkt", False)
@@ -509,8 +513,7 @@ def solve_path(
         lam_c, n_blocked, n_special, restarts = lam, 0, 0, restarts + 1
     t_path = time.perf_counter() - t_start - t_init
     bp = bps.arrays()
-    recent = {key: value[len(violations):] for key, value in bp.items()}
-    violations = np.r_[violations, _fresh_violations(cache, y, recent)] if len(recent["lam"]) else violations
+    violations = _extended_violations(cache, y, violations, bp)
     worst = float(violations.max())
     finished = bool(lam <= lambda_min * (1 + 1e-12))
     certificate = Certificate("kkt_violation", worst, kkt_tol)
