@@ -185,9 +185,9 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         if lam > 0 and (label := saturated_class(result.alpha, y, result.info["hi"])) is not None:
             warnings.warn(
                 f"lam={lam:g} saturates the model: every alpha of the class labelled {label:+.0f} here sits at "
-                "its upper bound (Consolo et al.'s Proposition 1), so the fit no longer depends on where those "
-                "points lie; lower lam (the bound (21) of klrlab.bounds.lambda_upper_bound is a rough guide to its "
-                "useful range)",
+                "its upper bound (Consolo et al.'s Proposition 1), so their weights no longer depend on their "
+                "margins (each enters f at the common upper bound); lower lam (the bound (21) of "
+                "klrlab.bounds.lambda_upper_bound is a rough guide to its useful range)",
                 SaturationWarning,
                 stacklevel=4,
             )
@@ -416,7 +416,9 @@ def _held_out_score(scoring: str, y, decisions, classes) -> float:
     points, where scikit-learn's log_loss clips; and free of its input checks, which cost more than a small fold's
     solve)."""
     f = decisions[:, 0] if len(classes) == 2 else decisions
-    if scoring == "accuracy": return float(np.mean(classes[np.argmax(logistic_probabilities(f), axis=1)] == y))
+    if scoring == "accuracy":   # predict's rule: two probabilities can be equal in float64 where the f_k differ
+        predicted = (f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)
+        return float(np.mean(classes[predicted] == y))
     return float(np.mean(logistic_log_probabilities(f)[np.arange(len(y)), np.searchsorted(classes, y)]))
 
 
@@ -437,7 +439,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         cv=5,  # folds: an int (stratified k-fold), a scikit-learn splitter, or (train, test) indices or masks
         scoring="neg_log_loss",  # the held-out score to maximise: 'neg_log_loss' or 'accuracy'
         kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed'
-        gamma="scale",  # kernel width: 'scale', 'auto' or a number > 0
+        gamma="scale",  # kernel width: 'scale', 'auto' or a number > 0 ('scale': from all of X, for every fold)
         degree=3,  # the polynomial kernel's degree
         coef0=0.0,  # the polynomial kernel's constant (>= 0)
         tol=1e-5,  # every solve's KKT tolerance (as KernelLogisticRegression's)

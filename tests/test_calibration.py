@@ -146,12 +146,31 @@ def test_the_temperature_is_the_least_held_out_log_loss_for_a_model_in_large_uni
     assert u > 0 and scaled.temperature_ == pytest.approx(scale / u, rel=1e-4)
 
 
-def test_separated_held_out_values_warn_that_the_temperature_has_no_minimum():
+def test_separated_held_out_values_fit_platt_targets_and_warn():
+    "No finite least log-loss: T is fitted to Platt's smoothed targets, checked against a direct minimisation."
+    from scipy.optimize import minimize_scalar
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
     X = np.r_[np.zeros((20, 1)), np.ones((20, 1))] + 0.01 * np.arange(40)[:, None]
     y = np.r_[-np.ones(20), np.ones(20)]
-    with pytest.warns(UserWarning, match="separate the classes"):
-        scaled = TemperatureScaled(KernelLogisticRegression(C=10.0, gamma=1.0), cv=4).fit(X, y)
-    assert scaled.temperature_ > 0 and np.isfinite(scaled.temperature_)
+    estimator = KernelLogisticRegression(C=10.0, gamma=1.0)
+    with pytest.warns(UserWarning, match="separate the classes.*Platt's smoothed targets"):
+        scaled = TemperatureScaled(estimator, cv=4).fit(X, y)
+    f = cross_val_predict(estimator, X, y, cv=StratifiedKFold(4, shuffle=True, random_state=0),
+                          method="decision_function")
+    assert np.all(y * f > 0)                                   # the held-out values do separate the classes
+    target = 21 / 22                                           # (N + 1) / (N + 2), N = 20 points per class
+    loss = lambda log_u: np.mean(target * np.logaddexp(0.0, -y * f * np.exp(log_u))
+                                 + (1 - target) * np.logaddexp(0.0, y * f * np.exp(log_u)))
+    log_u = minimize_scalar(loss, bounds=(-20.0, 20.0), method="bounded", options=dict(xatol=1e-10)).x
+    assert scaled.temperature_ == pytest.approx(np.exp(-log_u), rel=1e-5)
+    p = scaled.predict_proba(X)
+    assert np.all((p > 0) & (p < 1))                           # never certainty
+
+
+def test_platt_targets_are_the_smoothed_class_frequencies():
+    from klrlab.calibration import platt_targets
+    sign = np.array([1.0, 1.0, 1.0, -1.0])
+    np.testing.assert_allclose(platt_targets(sign), [4 / 5, 4 / 5, 4 / 5, 2 / 3])
 
 
 def test_held_out_values_without_sign_of_the_classes_warn_that_t_grows():
@@ -160,3 +179,14 @@ def test_held_out_values_without_sign_of_the_classes_warn_that_t_grows():
     with pytest.warns(UserWarning, match="no sign of the classes"):
         T = fit_temperature(f, np.array([-1.0, 1.0, 1.0, -1.0]))          # margins -1, -2, 0.5, 0.5: mean < 0
     assert T > 1e10 * np.median(np.abs(f))
+
+
+def test_log_probabilities_are_exact_where_probabilities_round_to_zero():
+    X, y = problem(0, n=80)
+    scaled = TemperatureScaled(KernelLogisticRegression(kernel="linear"), cv=3).fit(X, y)
+    far = X[:3] * 1e6                                          # linear decision values far from zero
+    np.testing.assert_allclose(np.exp(scaled.predict_log_proba(X)), scaled.predict_proba(X), rtol=1e-12)
+    z = scaled.decision_function(far) / scaled.temperature_
+    assert np.abs(z).min() > 800                               # exp(-|z|) underflows to 0
+    expected = np.column_stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)])
+    np.testing.assert_allclose(scaled.predict_log_proba(far), expected, rtol=1e-12)

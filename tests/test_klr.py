@@ -949,3 +949,13 @@ def test_cv_fold_warnings_say_why_a_solve_stopped():
     folds = [str(w.message) for w in caught if "fold" in str(w.message)]
     assert folds and not any("max_iter" in m for m in folds)           # they stopped long before max_iter
     assert all("did not converge in" in m and "KKT violation" in m for m in folds)
+
+
+def test_cv_accuracy_follows_predict_where_probabilities_tie_in_float64():
+    "sigmoid(51.9) and sigmoid(56.0) both round to 1: the probabilities tie, the decision values do not."
+    from klrlab.klr import _held_out_score, logistic_probabilities
+    classes = np.array([0, 1, 2])
+    decisions = np.array([[-88.9, 51.9, 56.0]])
+    assert logistic_probabilities(decisions)[0, 1] == logistic_probabilities(decisions)[0, 2]
+    assert _held_out_score("accuracy", np.array([2]), decisions, classes) == 1.0
+    assert _held_out_score("accuracy", np.array([1]), np.array([[0.3], [-0.2]])[:1], np.array([0, 1])) == 1.0
