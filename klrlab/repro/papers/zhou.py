@@ -67,7 +67,8 @@ def make_model(config: str, beta: float):
     if config == "NSSVM": return SparseSVC(C=C_NSSVM, beta=beta, reference_heuristics=True)
     if config == "NSSVM-pure": return SparseSVC(C=C_NSSVM, beta=beta)
     if config in ("LSVM", "LSVM-sq"):
-        # random_state: a fixed visiting order, as LIBLINEAR's own binary (it never reseeds), so reruns agree
+        # random_state: a fixed visiting order, as LIBLINEAR's own binary (it never reseeds), so reruns on one machine
+        # agree (a margin count at the knife edge, as on dhrb, can still move between machines)
         return LinearSVC(C=C_LIBLINEAR, loss="hinge" if config == "LSVM" else "squared_hinge", dual=True,
                          tol=EPS_LIBLINEAR, random_state=0)
     raise ValueError(f"config={config!r}; accepted values: {', '.join(CONFIGS)}")
