@@ -87,14 +87,15 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
     decision values."""
 
     _parameter_constraints: dict = {"estimator": [None, HasMethods(["fit", "decision_function"])],
-                                    "cv": [Interval(Integral, 2, None, closed="left")],
+                                    "cv": [Interval(Integral, 2, None, closed="left"),
+                                           HasMethods(["split", "get_n_splits"])],
                                     "random_state": ["random_state"]}
 
     def __init__(
         self,
         estimator=None,  # a binary classifier with decision_function (default: KernelLogisticRegression())
-        cv: int = 5,  # folds of the out-of-fold decision values (an integer >= 2)
-        random_state: int = 0,  # seed of the stratified folds
+        cv=5,  # out-of-fold decision values: k >= 2 stratified folds, or a scikit-learn splitter that partitions X
+        random_state: int = 0,  # seed of the shuffled stratified folds of an integer cv
     ):
         self.estimator, self.cv, self.random_state = estimator, cv, random_state
 
@@ -103,8 +104,9 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         reject_boolean_numbers(self)
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
-        "Fit T on out-of-fold decision values (stratified `cv`-fold), then the estimator on all of (X, y)."
+    def fit(self, X, y, groups=None):
+        """Fit T on out-of-fold decision values (`cv`'s folds; `groups`: for a group splitter), then the estimator on
+        all of (X, y)."""
         base = self.estimator if self.estimator is not None else KernelLogisticRegression()
         sparse = ["csr", "csc"] if get_tags(self).input_tags.sparse else False     # as the wrapped estimator takes X
         X_checked, y = validate_data(self, X, y, dtype=None, accept_sparse=sparse)     # y must be 1-D labels
@@ -115,9 +117,12 @@ class TemperatureScaled(ClassifierMixin, BaseEstimator):
         if len(self.classes_) != 2:
             raise ValueError(f"Only binary classification is supported: TemperatureScaled is binary and y has "
                              f"{len(self.classes_)} class(es) {list(self.classes_)}")
-        _check_class_sizes(self.cv, y, self.classes_)
-        folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
-        f = cross_val_predict(clone(base), X, y, cv=folds, method="decision_function")
+        if isinstance(self.cv, Integral):
+            _check_class_sizes(self.cv, y, self.classes_)
+            folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
+        else:
+            folds = self.cv
+        f = cross_val_predict(clone(base), X, y, cv=folds, groups=groups, method="decision_function")
         self.temperature_ = fit_temperature(f, np.where(y == self.classes_[1], 1.0, -1.0))
         self.estimator_ = clone(base).fit(X, y)
         return self

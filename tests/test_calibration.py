@@ -190,3 +190,18 @@ def test_log_probabilities_are_exact_where_probabilities_round_to_zero():
     assert np.abs(z).min() > 800                               # exp(-|z|) underflows to 0
     expected = np.column_stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)])
     np.testing.assert_allclose(scaled.predict_log_proba(far), expected, rtol=1e-12)
+
+
+def test_a_splitter_gives_the_folds_an_integer_cv_would():
+    from sklearn.model_selection import GroupKFold, ShuffleSplit, StratifiedKFold
+    X, y = problem(15, n=90)
+    base = KernelLogisticRegression(gamma=0.5)
+    by_int = TemperatureScaled(base, cv=4, random_state=2).fit(X, y)
+    by_splitter = TemperatureScaled(base, cv=StratifiedKFold(4, shuffle=True, random_state=2)).fit(X, y)
+    assert by_splitter.temperature_ == by_int.temperature_
+    grouped = TemperatureScaled(base, cv=GroupKFold(3)).fit(X, y, groups=np.arange(len(y)) % 6)
+    assert grouped.temperature_ > 0
+    with pytest.raises(ValueError, match="partition"):                    # out-of-fold values need every point once
+        TemperatureScaled(base, cv=ShuffleSplit(3, random_state=0)).fit(X, y)
+    with pytest.raises(ValueError, match="'cv' parameter"):
+        TemperatureScaled(base, cv="5").fit(X, y)
