@@ -6,7 +6,7 @@ Docs: https://klrlab.github.io/klrlab/base.html.md"""
 
 # %% auto #0
 __all__ = ['Certificate', 'SolverResult', 'ConstantModelWarning', 'reject_boolean_numbers', 'BaseKernelClassifier',
-           'check_finite_scores', 'ovo_winner']
+           'check_finite_scores', 'ovo_winner', 'largest_decision']
 
 # %% ../nbs/03_base.ipynb #7f582df9
 import inspect
@@ -398,13 +398,16 @@ def ovo_winner(decision, break_ties: bool, axis: int = 1) -> np.ndarray:
     to the largest decision value (scikit-learn's `SVC(break_ties=True)`)."""
     return np.argmax(decision if break_ties else np.rint(decision), axis=axis)
 
+def largest_decision(scores) -> np.ndarray:
+    "The index of the class with the largest decision value: 1 where a binary f > 0, else the one-vs-rest argmax."
+    return (scores > 0).astype(int) if scores.ndim == 1 else np.argmax(scores, axis=1)
+
 def _predict(self, X):
-    "The class with the largest decision value (two classes: `classes_[1]` where f(x) > 0; one-vs-one: ovo_winner)."
+    "The class with the largest decision value (`largest_decision`; one-vs-one with more than two classes: ovo_winner)."
     scores = self.decision_function(X)
-    if len(self.classes_) == 2:
-        return self.classes_[(scores > 0).astype(int)]
-    if self._multiclass == "ovo": return self.classes_[ovo_winner(scores, getattr(self, "break_ties", False))]
-    return self.classes_[np.argmax(scores, axis=1)]
+    if len(self.classes_) > 2 and self._multiclass == "ovo":
+        return self.classes_[ovo_winner(scores, getattr(self, "break_ties", False))]
+    return self.classes_[largest_decision(scores)]
 
 for _name, _method in (("decision_function", _decision_function), ("predict", _predict)):
     # the public name on the function too: scikit-learn's scorers call a response method by its __name__

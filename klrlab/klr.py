@@ -22,10 +22,10 @@ from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_X_y, check_is_fitted
 
-from .base import BaseKernelClassifier, ConstantModelWarning
+from .base import BaseKernelClassifier, ConstantModelWarning, largest_decision
 from .bounds import SaturationWarning, saturated_class
 from .kernels import KernelCache, matrix_megabytes, take_block
-from .dual import box, initial_alpha, lower_bound
+from .dual import BOUND_EPS_MODES, box, initial_alpha, lower_bound
 from .solvers.half_thresholding import solve_half_thresholding, solve_half_thresholding_many
 from .solvers.ivm import solve_ivm
 from .solvers.smo import STATUS_WORDS, solve_dual, solve_path
@@ -114,7 +114,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         "wss": [StrOptions({"first", "second"})],
         "start": [StrOptions(set(START_MASS))],
         "bound_eps": [None, Interval(Real, 0, None, closed="neither")],
-        "bound_eps_mode": [StrOptions({"relative", "absolute"})],
+        "bound_eps_mode": [StrOptions(set(BOUND_EPS_MODES))],
         "scheme": [StrOptions({"box", "keerthi"})],
     }
 
@@ -417,8 +417,7 @@ def _held_out_score(scoring: str, y, decisions, classes) -> float:
     solve)."""
     f = decisions[:, 0] if len(classes) == 2 else decisions
     if scoring == "accuracy":   # predict's rule: two probabilities can be equal in float64 where the f_k differ
-        predicted = (f > 0).astype(int) if f.ndim == 1 else np.argmax(f, axis=1)
-        return float(np.mean(classes[predicted] == y))
+        return float(np.mean(classes[largest_decision(f)] == y))
     return float(np.mean(logistic_log_probabilities(f)[np.arange(len(y)), np.searchsorted(classes, y)]))
 
 
