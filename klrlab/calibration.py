@@ -39,6 +39,7 @@ def platt_targets(
 def fit_temperature(
     f,  # held-out decision values
     sign,  # +1 / -1: each value's class
+    who: str = "TemperatureScaled",  # the estimator that fits T, named in the warnings
 ) -> float:  # T > 0 minimising -mean log sigma(sign f / T)
     """The temperature of least held-out log-loss. In u = 1/T the loss is convex (a logistic fit of one slope), so it
     is unimodal in log T, and a bounded search over log T finds it. The search is centred on the scale of the values
@@ -60,7 +61,7 @@ def fit_temperature(
         loss = lambda log_t: -log_expit(margins / np.exp(log_t)).mean()
     log_t = float(minimize_scalar(loss, bounds=(low, high), method="bounded", options=dict(xatol=1e-8)).x)
     if separated:
-        warnings.warn("TemperatureScaled: the held-out decision values separate the classes, so their log-loss falls "
+        warnings.warn(f"{who}: the held-out decision values separate the classes, so their log-loss falls "
                       f"as T -> 0 (to probabilities of exactly 0 and 1); T = {np.exp(log_t):.3g} is fitted to Platt's "
                       "smoothed targets instead", UserWarning, stacklevel=3)
         return float(np.exp(log_t))
@@ -70,7 +71,7 @@ def fit_temperature(
         why = f"the least log-loss lies beyond e^{TEMPERATURE_SPAN:g} times the values' scale"
     else:
         return float(np.exp(log_t))
-    warnings.warn(f"TemperatureScaled: {why}; T = {np.exp(log_t):.3g} is where the search stopped", UserWarning,
+    warnings.warn(f"{who}: {why}; T = {np.exp(log_t):.3g} is where the search stopped", UserWarning,
                   stacklevel=3)
     return float(np.exp(log_t))
 

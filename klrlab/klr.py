@@ -20,6 +20,7 @@ from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_X_y, check_is_fitted
 
 from .base import BaseKernelClassifier, ConstantModelWarning, largest_decision
@@ -430,6 +431,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         "Cs": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "cv": ["cv_object"],
         "scoring": [StrOptions({"neg_log_loss", "accuracy"})],
+        "temperature": ["boolean"],
     }
 
     def __init__(
@@ -437,6 +439,7 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         Cs=10,  # the C grid: a number of values from 1e-2 to 1e3 (log scale), or the values
         cv=5,  # folds: an int (stratified k-fold), a scikit-learn splitter, or (train, test) indices or masks
         scoring="neg_log_loss",  # the held-out score to maximise: 'neg_log_loss' or 'accuracy'
+        temperature=False,  # also fit T on the folds' held-out decision values: P(+1|x) = sigmoid(f(x) / T) (binary)
         kernel="rbf",  # 'rbf', 'linear', 'poly', 'laplacian' or 'precomputed'
         gamma="scale",  # kernel width: 'scale', 'auto' or a number > 0 ('scale': from all of X, for every fold)
         degree=3,  # the polynomial kernel's degree
@@ -445,24 +448,57 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         max_iter=10_000_000,  # every solve's iteration cap
         cache_size=None,  # MB for the kernel matrix (None: the lab setting cache_size); a smaller one uses row caches
     ):
-        self.Cs, self.cv, self.scoring, self.kernel, self.gamma = Cs, cv, scoring, kernel, gamma
+        self.Cs, self.cv, self.scoring, self.temperature = Cs, cv, scoring, temperature
+        self.kernel, self.gamma = kernel, gamma
         self.degree, self.coef0, self.tol, self.max_iter, self.cache_size = degree, coef0, tol, max_iter, cache_size
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
         "Cross-validate every C of the grid (`groups`: for group splitters), then fit at the best one on all of X, y."
         grid = _c_grid(self.Cs)                            # checked before the estimator's state changes
+        if self.temperature and type_of_target(y) == "multiclass":     # so is this
+            raise ValueError(f"temperature=True fits sigmoid(f / T) for two classes; y has {len(np.unique(y))} "
+                             "classes: use temperature=False")
         X_checked, y_checked = self._prepare(X, y)
         self.Cs_ = grid
         matrix_cache = self._matrix_cache(X_checked)
-        self.scores_, fold_alphas = self._cross_validate(X_checked, y_checked, matrix_cache, groups)
+        held_out, fold_alphas = self._cross_validate(X_checked, y_checked, matrix_cache, groups)
+        temperatures, caught = self._temperatures(held_out)
+        self.scores_ = np.array([[_held_out_score(self.scoring, y_test, d / T, self.classes_)
+                                  for d, T in zip(decisions, temperatures)] for y_test, decisions in held_out])
         mean = self.scores_.mean(axis=0)
         best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
+        for warning in caught[best]: warnings.warn(warning.message, warning.category, stacklevel=2)   # the chosen C's
         self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
-        self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0)}
+        self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0),
+                            "temperature": temperatures}
         # the same matrix, from the folds' alpha; X and y already checked (once: a precomputed kernel's PSD test)
         self._fit(X_checked, y_checked, cache=matrix_cache, starts=list(fold_alphas[best]), prepared=True)
+        self.temperature_ = float(temperatures[best])
         return self
+
+    def _temperatures(self, held_out) -> tuple:
+        """Per C: T of least log-loss on every fold's held-out decision values together (1 unless temperature=True),
+        and the warnings its fit raised (shown for the chosen C only)."""
+        if not self.temperature: return np.ones(len(self.Cs_)), [[] for _ in self.Cs_]
+        from klrlab.calibration import fit_temperature             # here: calibration imports this module
+        sign = np.concatenate([np.where(y_test == self.classes_[1], 1.0, -1.0) for y_test, _ in held_out])
+        temperatures, caught = [], []
+        for c in range(len(self.Cs_)):
+            with warnings.catch_warnings(record=True) as raised:
+                warnings.simplefilter("always")
+                f = np.concatenate([decisions[c, :, 0] for _, decisions in held_out])
+                temperatures.append(fit_temperature(f, sign, who=type(self).__name__))
+            caught.append(raised)
+        return np.array(temperatures), caught
+
+    def predict_proba(self, X):
+        "Class probabilities sigmoid(f / T), at the fitted temperature (T = 1 unless temperature=True)."
+        return logistic_probabilities(self.decision_function(X) / self.temperature_)
+
+    def predict_log_proba(self, X):
+        "Log class probabilities at the fitted temperature, without underflow for confident points."
+        return logistic_log_probabilities(self.decision_function(X) / self.temperature_)
 
     def _matrix_cache(self, X):
         "A cache of X's whole kernel matrix when the budget holds it; None for a precomputed kernel or a smaller budget."
@@ -488,11 +524,11 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                 yield train, test, self._kernel.cache(X[train], megabytes), self._kernel(X[test], X[train])
 
     def _cross_validate(self, X, y, matrix_cache, groups=None) -> tuple:
-        """Held-out scores, one row per fold and one column per C; and per C and problem each point's alpha averaged
-        over the folds that trained on it (0 where none did), the refit's start."""
+        """Per fold, its held-out labels and decision values (C, point, problem); and per C and problem each point's
+        alpha averaged over the folds that trained on it (0 where none did), the refit's start."""
         splitter = check_cv(self.cv, y, classifier=True)
         problems = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
-        scores = []
+        held_out = []
         alpha_sums, trained = np.zeros((len(self.Cs_), len(problems), len(y))), np.zeros(len(y))
         for fold, (train, test, cache, K_test) in enumerate(self._fold_kernels(X, splitter, y, matrix_cache, groups)):
             if len(np.unique(y[train])) < 2:
@@ -514,8 +550,8 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                                       ConvergenceWarning, stacklevel=3)
                     decisions[c, :, k] = K_test @ (r.alpha * y_pm) + r.bias
                     alpha_sums[c, k, train] += r.alpha
-            scores.append([_held_out_score(self.scoring, y[test], d, self.classes_) for d in decisions])
-        return np.asarray(scores), alpha_sums / np.maximum(trained, 1)
+            held_out.append((y[test], decisions))
+        return held_out, alpha_sums / np.maximum(trained, 1)
 
     def _solve_binary(self, X, y, kernel, cache, alpha0):
         return solve_dual(cache, y, self.C_, loss="logistic", tol=self.tol, max_iter=self.max_iter, alpha0=alpha0)

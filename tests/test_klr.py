@@ -959,3 +959,50 @@ def test_cv_accuracy_follows_predict_where_probabilities_tie_in_float64():
     assert logistic_probabilities(decisions)[0, 1] == logistic_probabilities(decisions)[0, 2]
     assert _held_out_score("accuracy", np.array([2]), decisions, classes) == 1.0
     assert _held_out_score("accuracy", np.array([1]), np.array([[0.3], [-0.2]])[:1], np.array([0, 1])) == 1.0
+
+
+def test_cv_temperature_is_the_held_out_fit_at_the_chosen_C(gauss):
+    """temperature=True: T is TemperatureScaled's on the same folds at the chosen C, the probabilities sigmoid(f / T),
+    predict unchanged; off (the default), T = 1 and the probabilities are sigmoid(f)."""
+    from sklearn.model_selection import StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV, TemperatureScaled
+    from klrlab.klr import logistic_probabilities
+    X, y, Xt, _ = gauss
+    folds = StratifiedKFold(4, shuffle=True, random_state=2)
+    plain = KernelLogisticRegressionCV(Cs=[0.1, 1.0, 10.0], cv=folds, gamma=0.5, tol=1e-9).fit(X, y)
+    assert plain.temperature_ == 1.0 and np.all(plain.cv_results_["temperature"] == 1.0)
+    np.testing.assert_array_equal(plain.predict_proba(Xt), logistic_probabilities(plain.decision_function(Xt)))
+    tempered = KernelLogisticRegressionCV(Cs=[0.1, 1.0, 10.0], cv=folds, gamma=0.5, tol=1e-9,
+                                          temperature=True).fit(X, y)
+    wrapped = TemperatureScaled(KernelLogisticRegression(C=tempered.C_, gamma=0.5, tol=1e-9), cv=folds).fit(X, y)
+    assert tempered.temperature_ != 1.0
+    np.testing.assert_allclose(tempered.temperature_, wrapped.temperature_, rtol=1e-6)
+    np.testing.assert_allclose(tempered.predict_proba(Xt), wrapped.predict_proba(Xt), atol=1e-7)
+    assert np.array_equal(tempered.predict(Xt), wrapped.predict(Xt))
+    scores = tempered.cv_results_["mean_score"]
+    assert tempered.C_ == tempered.Cs_[np.argmax(scores)] and tempered.best_score_ == scores.max()
+
+
+def test_cv_temperature_refuses_more_classes_and_leaves_the_model_as_it_was(gauss):
+    from klrlab import KernelLogisticRegressionCV
+    X, y, _, _ = gauss
+    model = KernelLogisticRegressionCV(Cs=2, cv=3, gamma=0.5, temperature=True).fit(X, y)
+    before = model.predict_proba(X)
+    three = np.where(np.arange(len(y)) % 3 == 0, 2, y)
+    with pytest.raises(ValueError, match="temperature=True .* two classes; y has 3 classes"):
+        model.fit(X, three)
+    assert np.array_equal(model.predict_proba(X), before)
+    with pytest.raises(ValueError, match="'temperature' parameter"):
+        KernelLogisticRegressionCV(temperature="yes").fit(X, y)
+
+
+def test_cv_temperature_warns_once_for_the_chosen_C_on_separated_values():
+    "Held-out values that separate the classes at every C: one warning (the chosen C's), naming the estimator."
+    from klrlab import KernelLogisticRegressionCV
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(-3, 0.3, size=(20, 2)), rng.normal(3, 0.3, size=(20, 2))]; y = np.r_[np.zeros(20), np.ones(20)]
+    with pytest.warns(UserWarning) as caught:
+        model = KernelLogisticRegressionCV(Cs=[1.0, 10.0, 100.0], cv=4, gamma=0.5, temperature=True).fit(X, y)
+    messages = [str(w.message) for w in caught if "separate the classes" in str(w.message)]
+    assert len(messages) == 1 and messages[0].startswith("KernelLogisticRegressionCV:")
+    assert np.isfinite(model.temperature_) and model.temperature_ > 0

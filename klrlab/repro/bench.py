@@ -15,8 +15,8 @@ __all__ = ['ONE_THREAD_VARIABLES', 'MEMORY_METHOD', 'KLR_C', 'KLR_GAMMA', 'TOLER
            'median_seconds', 'single_thread_median', 'timed_fit', 'rbf_gamma', 'peak_rss_increase', 'bench_dataset',
            'kernel_floor', 'bench_fixed_C', 'bench_calibrated', 'L2SVMBySMO', 'bench_svm_dataset',
            'bench_linear_dataset', 'bench_path_dataset', 'bench', 'fixed_C_table', 'calibrated_table', 'headline',
-           'read_bench_records', 'timing_change', 'per_point_log_loss', 'paired_log_loss', 'large_fit', 'bench_large',
-           'large_fit_table']
+           'read_bench_records', 'timing_change', 'per_point_log_loss', 'paired_log_loss', 'tempered_log_loss',
+           'large_fit', 'bench_large', 'large_fit_table']
 
 # %% ../../nbs/81_bench.ipynb #7409092a
 import gc
@@ -1041,6 +1041,41 @@ def paired_log_loss(
             rows.append(dict(group=group, dataset=name, n_test=len(difference), ensemble=ensemble,
                              klr_logloss=losses[KLR_ROUTE].mean(), svc_cal_logloss=losses[route].mean(),
                              difference=difference.mean(), paired_se=se, z=difference.mean() / se))
+    return pd.DataFrame(rows)
+
+# %% ../../nbs/81_bench.ipynb #8d2f4b02
+def tempered_log_loss(
+    payload: dict,  # a KLR-family record with question (b): its `records` and `parameters`
+    offline: bool = False,  # never download
+) -> pd.DataFrame:  # one row per set
+    """KLR's route of question (b) without and with `temperature=True`, on the record's data, grid and folds: the
+    tuned C, T and test log-loss of each, the calibrated SVC routes' log-losses from the record, and the wall time
+    of the tempered run over the plain one (both timed here, one after the other)."""
+    from sklearn.model_selection import StratifiedKFold
+    from klrlab import KernelLogisticRegressionCV
+    from klrlab.datasets import scale_features
+    seed, rows = payload["parameters"]["seed"], []
+    calibrated = [r for r in payload["records"] if r.get("question") == "calibrated"]
+    if not calibrated: raise ReproError("the record has no question (b) rows (question 'calibrated')")
+    for (group, name), part in pd.DataFrame(calibrated).groupby(["group", "dataset"], sort=False):
+        by_route = {r["method"]: r for r in part.to_dict("records")}
+        klr = by_route[KLR_ROUTE]
+        data = _bench_data(name, "klr", seed, offline)
+        X, X_test = scale_features(data.X, data.X_test, FEATURE_SCALING)
+        folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=seed)
+        route = lambda tempered: KernelLogisticRegressionCV(Cs=klr["grid"], cv=folds, gamma=klr["gamma"],
+                                                            tol=klr["tol"], temperature=tempered).fit(X, data.y)
+        (plain, plain_seconds), (tempered, tempered_seconds) = _timed(lambda: route(False)), _timed(lambda: route(True))
+        plain_loss = float(per_point_log_loss(plain, X_test, data.y_test).mean())
+        if not np.isclose(plain_loss, klr["test_logloss"], rtol=REFIT_RTOL):
+            raise ReproError(f"{name}: KLR's route gives test log-loss {plain_loss:.6g}, the record "
+                             f"{klr['test_logloss']:.6g}; the record was made on other data or code")
+        rows.append(dict(group=group, dataset=name, n_test=len(data.y_test), klr_C=plain.C_,
+                         klr_logloss=plain_loss, tempered_C=tempered.C_, temperature=tempered.temperature_,
+                         tempered_logloss=float(per_point_log_loss(tempered, X_test, data.y_test).mean()),
+                         svc_cal_logloss=by_route[SVC_ROUTES[False]]["test_logloss"],
+                         svc_cal_ens_logloss=by_route[SVC_ROUTES[True]]["test_logloss"],
+                         tempered_over_plain_time=tempered_seconds[0] / plain_seconds[0]))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/81_bench.ipynb #669a6a3f

@@ -472,6 +472,37 @@ def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, tmp_pa
         bench_module.paired_log_loss(dict(payload, records=[]))
 
 
+
+def test_tempered_log_loss_reruns_klr_route_with_and_without_the_temperature(tiny, tmp_path, monkeypatch):
+    "The plain rerun reproduces the record; the tempered one has TemperatureScaled's T at its C; SVC's: the record's."
+    from types import SimpleNamespace
+    from klrlab import TemperatureScaled
+    from klrlab.datasets import scale_features
+    X, y, X_test, y_test = tiny
+    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
+        X=X, y=y, X_test=X_test, y_test=y_test))
+    bench(["twonorm"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="tempered", memory=False,
+          questions=["calibrated"])
+    payload = json.loads((tmp_path / "tempered.json").read_text())
+    row = bench_module.tempered_log_loss(payload).iloc[0]
+    by_route = {r["method"]: r for r in payload["records"]}
+    assert np.isclose(row.klr_logloss, by_route[KLR_ROUTE]["test_logloss"], rtol=1e-3) and row.klr_C in (1.0, 10.0)
+    assert row.svc_cal_logloss == by_route[SVC_ROUTES[False]]["test_logloss"]
+    assert row.svc_cal_ens_logloss == by_route[SVC_ROUTES[True]]["test_logloss"] and row.tempered_over_plain_time > 0
+    X, X_test = scale_features(X, X_test, "minmax01")
+    folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=0)
+    klr = by_route[KLR_ROUTE]
+    wrapped = TemperatureScaled(KernelLogisticRegression(C=row.tempered_C, gamma=klr["gamma"], tol=klr["tol"]),
+                                cv=folds).fit(X, y)
+    assert np.isclose(row.temperature, wrapped.temperature_, rtol=1e-4)
+    assert np.isclose(row.tempered_logloss, log_loss(y_test, wrapped.predict_proba(X_test)), rtol=1e-4)
+    tampered = dict(payload, records=[dict(r, test_logloss=r["test_logloss"] * 1.1) if r["method"] == KLR_ROUTE else r
+                                      for r in payload["records"]])
+    with pytest.raises(ReproError, match="other data or code"):
+        bench_module.tempered_log_loss(tampered)
+    with pytest.raises(ReproError, match="question"):
+        bench_module.tempered_log_loss(dict(payload, records=[]))
+
 def test_binary_families_refuse_a_multi_class_set_by_name(monkeypatch):
     from types import SimpleNamespace
     rng = np.random.default_rng(0)
