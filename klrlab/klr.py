@@ -457,8 +457,8 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         "Cross-validate every C of the grid (`groups`: for group splitters), then fit at the best one on all of X, y."
         grid = _c_grid(self.Cs)                            # checked before the estimator's state changes
         if self.temperature and type_of_target(y) == "multiclass":     # so is this
-            raise ValueError(f"temperature=True fits sigmoid(f / T) for two classes; y has {len(np.unique(y))} "
-                             "classes: use temperature=False")
+            raise ValueError(f"Only binary classification is supported with temperature=True (sigmoid(f / T) is fitted "
+                             f"for two classes); y has {len(np.unique(y))} classes: use temperature=False")
         X_checked, y_checked = self._prepare(X, y)
         self.Cs_ = grid
         matrix_cache = self._matrix_cache(X_checked)
@@ -491,6 +491,11 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                 temperatures.append(fit_temperature(f, sign, who=type(self).__name__))
             caught.append(raised)
         return np.array(temperatures), caught
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = not self.temperature    # the temperature is fitted for two classes
+        return tags
 
     def predict_proba(self, X):
         "Class probabilities sigmoid(f / T), at the fitted temperature (T = 1 unless temperature=True)."

@@ -60,6 +60,7 @@ def _checked_estimators() -> list:
         KernelLogisticRegression(kernel="precomputed"),
         KernelLogisticRegressionCV(Cs=3, cv=3),
         KernelLogisticRegressionCV(Cs=3, cv=3, kernel="precomputed"),
+        KernelLogisticRegressionCV(Cs=3, cv=3, temperature=True),
         ImportVectorMachine(),
         ImportVectorMachine(kernel="precomputed"),
         HalfThresholdingKLR(max_iter=500),
@@ -989,7 +990,7 @@ def test_cv_temperature_refuses_more_classes_and_leaves_the_model_as_it_was(gaus
     model = KernelLogisticRegressionCV(Cs=2, cv=3, gamma=0.5, temperature=True).fit(X, y)
     before = model.predict_proba(X)
     three = np.where(np.arange(len(y)) % 3 == 0, 2, y)
-    with pytest.raises(ValueError, match="temperature=True .* two classes; y has 3 classes"):
+    with pytest.raises(ValueError, match="Only binary .* temperature=True .* two classes.*; y has 3 classes"):
         model.fit(X, three)
     assert np.array_equal(model.predict_proba(X), before)
     with pytest.raises(ValueError, match="'temperature' parameter"):
