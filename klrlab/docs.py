@@ -594,19 +594,21 @@ def thousands(n) -> str:
 SETTING_COLUMNS = ("tol", "eps", "C", "gamma", "lam")    # parameters (also as a suffix, klr_C): 1e-05, not 0.000
 
 def readable(table, digits: int = 3):
-    """A table as a page shows it: parameter columns (named or ending `_` + one of `SETTING_COLUMNS`) as written
-    ('1e-05'), whole-number columns as integers, every other number to `digits` significant digits; missing values
-    stay blank."""
+    """A table as a page shows it: parameter columns (named or ending `_` + one of `SETTING_COLUMNS`; under a column
+    MultiIndex, by the last level's name) as written ('1e-05'), whole-number columns as integers, every other number
+    to `digits` significant digits, except that a number of more digits before the point is written whole ('12346',
+    not '1.23e+04'); missing values stay blank."""
     import pandas as pd
     out = table.copy()
     for name in out.columns:
         column = out[name]
         if not pd.api.types.is_float_dtype(column): continue
         known = column.dropna()
-        if str(name).split("_")[-1] in SETTING_COLUMNS: fmt = "{:g}"
-        elif len(known) and known.eq(known.round()).all() and known.abs().max() < 2**53: fmt = "{:.0f}"
-        else: fmt = f"{{:.{digits}g}}"
-        out[name] = column.map(lambda v: "" if pd.isna(v) else fmt.format(v))
+        label = name[-1] if isinstance(name, tuple) else name
+        if str(label).split("_")[-1] in SETTING_COLUMNS: fmt = "{:g}".format
+        elif len(known) and known.eq(known.round()).all() and known.abs().max() < 2**53: fmt = "{:.0f}".format
+        else: fmt = lambda v: f"{v:.0f}" if abs(v) >= 10**digits else f"{v:.{digits}g}"
+        out[name] = column.map(lambda v: "" if pd.isna(v) else fmt(v))
     return out
 
 # %% ../nbs/04_docs.ipynb #80ea6f49
