@@ -435,15 +435,22 @@ def test_a_set_without_a_test_file_gets_the_default_hold_out_in_every_family(fam
     assert data.X_test is not None and len(data.y_test) == round(0.3 * (len(data.y) + len(data.y_test)))
 
 
-def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, tmp_path, monkeypatch):
+@pytest.fixture
+def calibrated_payload(tiny, tmp_path, monkeypatch):
+    "A question (b) record of a two-set grid on `tiny`, which the bench's loader then returns for any set name."
     from types import SimpleNamespace
-    from sklearn.calibration import CalibratedClassifierCV
     X, y, X_test, y_test = tiny
     monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
         X=X, y=y, X_test=X_test, y_test=y_test))
-    bench(["twonorm"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="paired", memory=False,
+    bench(["twonorm"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="calibrated", memory=False,
           questions=["calibrated"])
-    payload = json.loads((tmp_path / "paired.json").read_text())
+    return json.loads((tmp_path / "calibrated.json").read_text())
+
+
+def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, calibrated_payload):
+    from sklearn.calibration import CalibratedClassifierCV
+    X, y, X_test, y_test = tiny
+    payload = calibrated_payload
     pairs = bench_module.paired_log_loss(payload)
     assert len(pairs) == 2 and list(pairs.ensemble) == [False, True] and (pairs.n_test == len(y_test)).all()
     # an independent pairing: the SVC route's refit (ensemble=False) scored by scikit-learn, point by point, on the
@@ -463,27 +470,14 @@ def test_paired_log_loss_refits_the_record_and_pairs_point_by_point(tiny, tmp_pa
     assert np.isclose(row.difference, difference.mean(), rtol=1e-6, atol=1e-9)
     assert np.isclose(row.paired_se, difference.std(ddof=1) / np.sqrt(len(difference)), rtol=1e-6)
     assert np.isclose(row.svc_cal_logloss, svc_row["test_logloss"], rtol=1e-9)
-    # a record that the refits cannot reproduce is refused, not paired
-    tampered = dict(payload, records=[dict(r, test_logloss=r["test_logloss"] * 1.1) if r["method"] == KLR_ROUTE else r
-                                      for r in payload["records"]])
-    with pytest.raises(ReproError, match="refit"):
-        bench_module.paired_log_loss(tampered)
-    with pytest.raises(ReproError, match="question"):
-        bench_module.paired_log_loss(dict(payload, records=[]))
 
 
-
-def test_tempered_log_loss_reruns_klr_route_with_and_without_the_temperature(tiny, tmp_path, monkeypatch):
+def test_tempered_log_loss_reruns_klr_route_with_and_without_the_temperature(tiny, calibrated_payload):
     "The plain rerun reproduces the record; the tempered one has TemperatureScaled's T at its C; SVC's: the record's."
-    from types import SimpleNamespace
     from klrlab import TemperatureScaled
     from klrlab.datasets import scale_features
     X, y, X_test, y_test = tiny
-    monkeypatch.setattr(bench_module, "_bench_data", lambda name, family, seed, offline: SimpleNamespace(
-        X=X, y=y, X_test=X_test, y_test=y_test))
-    bench(["twonorm"], repeats=1, grid=[1.0, 10.0], out=tmp_path, record="tempered", memory=False,
-          questions=["calibrated"])
-    payload = json.loads((tmp_path / "tempered.json").read_text())
+    payload = calibrated_payload
     row = bench_module.tempered_log_loss(payload).iloc[0]
     by_route = {r["method"]: r for r in payload["records"]}
     assert np.isclose(row.klr_logloss, by_route[KLR_ROUTE]["test_logloss"], rtol=1e-3) and row.klr_C in (1.0, 10.0)
@@ -496,12 +490,18 @@ def test_tempered_log_loss_reruns_klr_route_with_and_without_the_temperature(tin
                                 cv=folds).fit(X, y)
     assert np.isclose(row.temperature, wrapped.temperature_, rtol=1e-4)
     assert np.isclose(row.tempered_logloss, log_loss(y_test, wrapped.predict_proba(X_test)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("compare", ["paired_log_loss", "tempered_log_loss"])
+def test_record_comparisons_refuse_a_record_their_refits_do_not_reproduce(calibrated_payload, compare):
+    "A record made on other data or code is refused, not compared; so is one without question (b)."
+    payload = calibrated_payload
     tampered = dict(payload, records=[dict(r, test_logloss=r["test_logloss"] * 1.1) if r["method"] == KLR_ROUTE else r
                                       for r in payload["records"]])
     with pytest.raises(ReproError, match="other data or code"):
-        bench_module.tempered_log_loss(tampered)
+        getattr(bench_module, compare)(tampered)
     with pytest.raises(ReproError, match="question"):
-        bench_module.tempered_log_loss(dict(payload, records=[]))
+        getattr(bench_module, compare)(dict(payload, records=[]))
 
 def test_binary_families_refuse_a_multi_class_set_by_name(monkeypatch):
     from types import SimpleNamespace
