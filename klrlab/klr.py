@@ -468,13 +468,14 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
                                   for d, T in zip(decisions, temperatures)] for y_test, decisions in held_out])
         mean = self.scores_.mean(axis=0)
         best = int(np.argmax(mean))                        # the first maximum: ties go to the smaller C
-        for warning in caught[best]: warnings.warn(warning.message, warning.category, stacklevel=2)   # the chosen C's
         self.C_, self.best_score_ = float(self.Cs_[best]), float(mean[best])
         self.cv_results_ = {"C": self.Cs_.copy(), "mean_score": mean, "std_score": self.scores_.std(axis=0),
                             "temperature": temperatures}
         # the same matrix, from the folds' alpha; X and y already checked (once: a precomputed kernel's PSD test)
         self._fit(X_checked, y_checked, cache=matrix_cache, starts=list(fold_alphas[best]), prepared=True)
         self.temperature_ = float(temperatures[best])
+        # the chosen C's temperature warnings, once the model is whole (a warning raised as an error leaves it so)
+        for warning in caught[best]: warnings.warn(warning.message, warning.category, stacklevel=3)
         return self
 
     def _temperatures(self, held_out) -> tuple:

@@ -1007,3 +1007,11 @@ def test_cv_temperature_warns_once_for_the_chosen_C_on_separated_values():
     messages = [str(w.message) for w in caught if "separate the classes" in str(w.message)]
     assert len(messages) == 1 and messages[0].startswith("KernelLogisticRegressionCV:")
     assert np.isfinite(model.temperature_) and model.temperature_ > 0
+    separated = next(w for w in caught if "separate the classes" in str(w.message))
+    assert separated.filename == __file__                          # it points at the caller's fit
+    # raised as an error, the warning comes once the model is whole: the new labels' model, not half of each
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="separate the classes"):
+            model.fit(X, y + 5)
+    assert list(model.classes_) == [5.0, 6.0] and set(model.predict(X)) == {5.0, 6.0}

@@ -502,6 +502,9 @@ def test_record_comparisons_refuse_a_record_their_refits_do_not_reproduce(calibr
         getattr(bench_module, compare)(tampered)
     with pytest.raises(ReproError, match="question"):
         getattr(bench_module, compare)(dict(payload, records=[]))
+    if compare == "tempered_log_loss":
+        with pytest.raises(ReproError, match="repeats = 0"):
+            bench_module.tempered_log_loss(payload, repeats=0)
 
 def test_binary_families_refuse_a_multi_class_set_by_name(monkeypatch):
     from types import SimpleNamespace
