@@ -57,13 +57,17 @@ def logistic_log_probabilities(
 class LogisticProbabilities:
     "predict_proba and predict_log_proba as the sigmoid of the decision value: the model of every estimator here."
 
+    def _logits(self, X):
+        "The values whose sigmoid the probabilities are: the decision values."
+        return self.decision_function(X)
+
     def predict_proba(self, X):
         "Class probabilities: sigmoid of the decision value (one-vs-rest normalised for more than two classes)."
-        return logistic_probabilities(self.decision_function(X))
+        return logistic_probabilities(self._logits(X))
 
     def predict_log_proba(self, X):
         "Log class probabilities, computed without underflow for confident points."
-        return logistic_log_probabilities(self.decision_function(X))
+        return logistic_log_probabilities(self._logits(X))
 
 def _constraints(*names) -> dict:
     "The base's constraints of the parameters an estimator shares with it."
@@ -498,13 +502,9 @@ class KernelLogisticRegressionCV(LogisticProbabilities, BaseKernelClassifier):
         tags.classifier_tags.multi_class = not self.temperature    # the temperature is fitted for two classes
         return tags
 
-    def predict_proba(self, X):
-        "Class probabilities sigmoid(f / T), at the fitted temperature (T = 1 unless temperature=True)."
-        return logistic_probabilities(self.decision_function(X) / self.temperature_)
-
-    def predict_log_proba(self, X):
-        "Log class probabilities at the fitted temperature, without underflow for confident points."
-        return logistic_log_probabilities(self.decision_function(X) / self.temperature_)
+    def _logits(self, X):
+        "f / T: the probabilities are sigmoid(f / T), at the fitted temperature (T = 1 unless temperature=True)."
+        return self.decision_function(X) / self.temperature_
 
     def _matrix_cache(self, X):
         "A cache of X's whole kernel matrix when the budget holds it; None for a precomputed kernel or a smaller budget."

@@ -1013,6 +1013,23 @@ def _refit_routes(rows: dict, X, y, seed: int) -> dict:
         models[route] = CalibratedClassifierCV(svc, cv=folds, ensemble=ensemble)
     return {route: model.fit(X, y) for route, model in models.items()}
 
+def _calibrated_sets(payload: dict, offline: bool):
+    """Each set of a record's question (b): its group and name, its rows by route, its data, and the features scaled
+    as the fair questions scale them (training part, test part)."""
+    from klrlab.datasets import scale_features
+    calibrated = [r for r in payload["records"] if r.get("question") == "calibrated"]
+    if not calibrated: raise ReproError("the record has no question (b) rows (question 'calibrated')")
+    for (group, name), part in pd.DataFrame(calibrated).groupby(["group", "dataset"], sort=False):
+        data = _bench_data(name, "klr", payload["parameters"]["seed"], offline)
+        yield (group, name, {r["method"]: r for r in part.to_dict("records")}, data,
+               *scale_features(data.X, data.X_test, FEATURE_SCALING))
+
+def _check_reproduced(name: str, what: str, loss: float, recorded: float) -> None:
+    "Refuse a record whose test log-loss a rerun does not give (to `REFIT_RTOL`): it was made on other data or code."
+    if not np.isclose(loss, recorded, rtol=REFIT_RTOL):
+        raise ReproError(f"{name}: {what} gives test log-loss {loss:.6g}, the record {recorded:.6g}; the record was "
+                         "made on other data or code")
+
 def paired_log_loss(
     payload: dict,  # a KLR-family record with question (b): its `records` and `parameters`
     offline: bool = False,  # never download
@@ -1020,21 +1037,12 @@ def paired_log_loss(
     """KLR's test log-loss against each calibrated SVC route's, point by point: the mean difference (KLR minus SVC;
     negative where KLR is better), its paired standard error and their ratio, from refits that must reproduce the
     record's log-losses (to `REFIT_RTOL`)."""
-    from klrlab.datasets import scale_features
-    seed, rows = payload["parameters"]["seed"], []
-    calibrated = [r for r in payload["records"] if r.get("question") == "calibrated"]
-    if not calibrated: raise ReproError("the record has no question (b) rows (question 'calibrated')")
-    for (group, name), part in pd.DataFrame(calibrated).groupby(["group", "dataset"], sort=False):
-        by_route = {r["method"]: r for r in part.to_dict("records")}
-        data = _bench_data(name, "klr", seed, offline)
-        X, X_test = scale_features(data.X, data.X_test, FEATURE_SCALING)
+    rows = []
+    for group, name, by_route, data, X, X_test in _calibrated_sets(payload, offline):
         losses = {}
-        for route, model in _refit_routes(by_route, X, data.y, seed).items():
+        for route, model in _refit_routes(by_route, X, data.y, payload["parameters"]["seed"]).items():
             losses[route] = per_point_log_loss(model, X_test, data.y_test)
-            recorded = by_route[route]["test_logloss"]
-            if not np.isclose(losses[route].mean(), recorded, rtol=REFIT_RTOL):
-                raise ReproError(f"{name}: the refit of {route!r} gives test log-loss {losses[route].mean():.6g}, the "
-                                 f"record {recorded:.6g}; the record was made on other data or code")
+            _check_reproduced(name, f"the refit of {route!r}", losses[route].mean(), by_route[route]["test_logloss"])
         for ensemble, route in PAIRED_ROUTES.items():
             difference = losses[KLR_ROUTE] - losses[route]
             se = difference.std(ddof=1) / np.sqrt(len(difference))
@@ -1055,24 +1063,16 @@ def tempered_log_loss(
     alternating which goes first)."""
     from sklearn.model_selection import StratifiedKFold
     from klrlab import KernelLogisticRegressionCV
-    from klrlab.datasets import scale_features
     if repeats < 1: raise ReproError(f"repeats = {repeats}; accepted: repeats >= 1")
-    seed, rows = payload["parameters"]["seed"], []
-    calibrated = [r for r in payload["records"] if r.get("question") == "calibrated"]
-    if not calibrated: raise ReproError("the record has no question (b) rows (question 'calibrated')")
-    for (group, name), part in pd.DataFrame(calibrated).groupby(["group", "dataset"], sort=False):
-        by_route = {r["method"]: r for r in part.to_dict("records")}
+    rows = []
+    for group, name, by_route, data, X, X_test in _calibrated_sets(payload, offline):
         klr = by_route[KLR_ROUTE]
-        data = _bench_data(name, "klr", seed, offline)
-        X, X_test = scale_features(data.X, data.X_test, FEATURE_SCALING)
-        folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=seed)
+        folds = StratifiedKFold(CALIBRATION_FOLDS, shuffle=True, random_state=payload["parameters"]["seed"])
         route = lambda tempered: KernelLogisticRegressionCV(Cs=klr["grid"], cv=folds, gamma=klr["gamma"],
                                                             tol=klr["tol"], temperature=tempered).fit(X, data.y)
         plain, tempered = route(False), route(True)                     # untimed: imports, first-touch costs
         plain_loss = float(per_point_log_loss(plain, X_test, data.y_test).mean())
-        if not np.isclose(plain_loss, klr["test_logloss"], rtol=REFIT_RTOL):
-            raise ReproError(f"{name}: KLR's route gives test log-loss {plain_loss:.6g}, the record "
-                             f"{klr['test_logloss']:.6g}; the record was made on other data or code")
+        _check_reproduced(name, "KLR's route", plain_loss, klr["test_logloss"])
         seconds = {False: [], True: []}
         for run in range(repeats):
             for tempered_route in ((False, True) if run % 2 == 0 else (True, False)):
