@@ -103,8 +103,8 @@ def rescale_alpha(
     loss: str = "hinge",  # the dual: 'hinge' (SVM) or 'logistic' (KLR)
 ) -> np.ndarray:  # hinge: alpha C_to / C_from; logistic: alpha min(1, C_to / C_from)
     """A solution at C_from as a warm start at C_to. The SVM's bounded alpha scale with C. KLR's alpha stay where
-    they are when C grows (rescaling them costs many times the iterations of a cold start: measured in smo) and shrink
-    with the box when C falls."""
+    they are when C grows (under wss='second', rescaling them costs many times the iterations of a cold start: measured
+    in smo) and shrink with the box when C falls."""
     if loss not in LOSSES: raise ValueError(f"loss={loss!r}; accepted values: {', '.join(map(repr, LOSSES))}")
     ratio = C_to / C_from
     return alpha * (min(1.0, ratio) if loss == "logistic" else ratio)

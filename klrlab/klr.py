@@ -116,7 +116,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
     _parameter_constraints: dict = {
         **BaseKernelClassifier._parameter_constraints,
         "lam": [Interval(Real, 0, None, closed="left"), StrOptions({"C/10"})],
-        "wss": [StrOptions({"first", "second"})],
+        "wss": [StrOptions({"first", "second", "second-capped"})],
         "start": [StrOptions(set(START_MASS))],
         "bound_eps": [None, Interval(Real, 0, None, closed="neither")],
         "bound_eps_mode": [StrOptions(set(BOUND_EPS_MODES))],
@@ -131,7 +131,7 @@ class KernelLogisticRegression(LogisticProbabilities, BaseKernelClassifier):
         degree=3,  # the polynomial kernel's degree
         coef0=0.0,  # the polynomial kernel's constant (>= 0)
         lam=0.0,  # Consolo et al.'s sparsity weight lambda >= 0 (0: plain KLR), or 'C/10', their heuristic
-        wss="second",  # working-set rule: 'second' (second order) or 'first' (maximal violating pair)
+        wss="second-capped",  # working-set rule: 'second-capped', 'second' or 'first' (see smo)
         tol=1e-5,  # stop when the KKT violation m - M is at most this (Keerthi's tau = 1e-6 is tol = 2e-6)
         max_iter=10_000_000,  # the iteration cap (a fit that reaches it warns)
         cache_size=None,  # MB of kernel rows to cache (None: the lab setting `cache_size`, 2048 MB unless changed)

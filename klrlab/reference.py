@@ -14,6 +14,7 @@ from scipy.optimize import brentq, minimize
 from scipy.special import expit, log_expit
 
 from .dual import box, initial_alpha, logistic_terms, low_mask, meb_matrix, up_mask
+from .solvers._smo import SELECTION_CURVATURE_CAP
 from .solvers.ivm import SPAN_TOLERANCE, _hessian_factor
 
 # %% ../nbs/05_reference.ipynb #09fff603
@@ -60,7 +61,7 @@ def reference_smo(
     lam=0.0,  # the weight lambda
     lo=0.0,  # the box's lower bound
     hi=None,  # the box's upper bound (None: C)
-    wss="second",  # 'first' or 'second'
+    wss="second-capped",  # 'first', 'second' or 'second-capped'
     tol=1e-5,  # the KKT tolerance
     max_iter=100_000,  # the iteration cap
     alpha0=None,  # a feasible start
@@ -82,8 +83,10 @@ def reference_smo(
             j = I_low[np.argmin(s[I_low])]
         else:
             cand = I_low[s[I_low] < s[i]]
-            q = (K[i, i] + K[cand, cand] - 2 * K[i, cand]
-                 + _phi_second(loss, alpha[i], C) + _phi_second(loss, alpha[cand], C))
+            cap = SELECTION_CURVATURE_CAP * np.mean(np.diag(K)) if wss == "second-capped" else np.inf
+            entropy_curvature = np.minimum(_phi_second(loss, alpha[i], C), cap) + np.minimum(
+                _phi_second(loss, alpha[cand], C), cap)
+            q = K[i, i] + K[cand, cand] - 2 * K[i, cand] + entropy_curvature
             if loss != "logistic": q = np.where(q <= 0, 1e-12, q)
             j = cand[np.argmax((s[i] - s[cand]) ** 2 / q)]
         U = min(hi - alpha[i] if y[i] > 0 else alpha[i] - lo, alpha[j] - lo if y[j] > 0 else hi - alpha[j])

@@ -37,15 +37,21 @@ cdef enum:
     LOGISTIC = 1
     WSS_FIRST = 0
     WSS_SECOND = 1
+    WSS_SECOND_CAPPED = 2
 
 # The codes Python passes in and gets back: klrlab.solvers.smo reads them from here, so they exist once.
 LOSS_CODES = {"logistic": LOGISTIC, "hinge": HINGE}
-WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND}
+WSS_CODES = {"first": WSS_FIRST, "second": WSS_SECOND, "second-capped": WSS_SECOND_CAPPED}
 STATUS = {0: "converged", 1: "max_iter", 2: "no_progress"}
 PHASES = ("second-order selection", "kernel rows", "1-D solve", "gradient update + next scan")
 # The builds of the vectorised passes this CPU can run, fastest last; the engine runs the last.
 SCAN_BODIES = ("baseline", "avx2") if klr_avx2_available() else ("baseline",)
 
+# 'second-capped': the entropy's curvature phi''(a_k) enters the second-order gain at most this many times the mean
+# kernel diagonal. Near a bound phi'' ~ 1 / a is huge, so the quadratic model rates a far-off point's gain near zero
+# while the entropy (t log t, not t^2 / a) lets it move a long way: such points stayed unpicked, the violation m - M
+# stayed large, and large-C fits took several times the steps (measured on the smo page).
+SELECTION_CURVATURE_CAP = 1e3
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (KLR's is >= 4 / C > 0)
 cdef double EPS = 2.220446049250313e-16
 cdef double NEWTON_SETTLED = 1e-9   # a 1-D Newton step below this share of t (and of U - t): the next is below rounding
@@ -248,11 +254,12 @@ cdef inline double low_penalty(double y, double a, double lo, double hi) noexcep
 
 
 cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] alpha, double C, double lo,
-                               double hi, Py_ssize_t k, const double[::1] diag, double[::1] dphi_a,
+                               double hi, Py_ssize_t k, const double[::1] diag, double curv_cap, double[::1] dphi_a,
                                double[::1] curv, double[::1] up_pen, double[::1] low_pen) noexcept nogil:
-    "Recompute the per-index state of k after alpha_k moved: phi'(a_k), K_kk + phi''(a_k) and the membership."
+    """Recompute the per-index state of k after alpha_k moved: phi'(a_k), the selection's curvature
+    K_kk + min(phi''(a_k), curv_cap) and the membership."""
     dphi_a[k] = dphi(loss, alpha[k], C)
-    curv[k] = diag[k] + d2phi(loss, alpha[k], C)
+    curv[k] = diag[k] + fmin(d2phi(loss, alpha[k], C), curv_cap)
     up_pen[k] = up_penalty(y[k], alpha[k], lo, hi)
     low_pen[k] = low_penalty(y[k], alpha[k], lo, hi)
 
@@ -405,6 +412,16 @@ def objective(int loss, const double[::1] y, const double[::1] alpha, const doub
     return objective_nogil(loss, y, alpha, F, C, lam)
 
 
+def selection_curvature_cap(const double[::1] diag):
+    """'second-capped''s bound on phi''(a_k) in the selection's curvature: SELECTION_CURVATURE_CAP times the mean
+    kernel diagonal (the kernel's own curvature scale), or inf (no cap) when that mean is not positive."""
+    cdef double total = 0.0
+    cdef Py_ssize_t k
+    for k in range(diag.shape[0]):
+        total += diag[k]
+    return SELECTION_CURVATURE_CAP * total / diag.shape[0] if total > 0.0 else INFINITY
+
+
 def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
         double lo, double hi, int wss, double tol, long long max_iter,
         double[::1] trace_gap=None, double[::1] trace_step=None, long long[::1] trace_pairs=None,
@@ -426,16 +443,20 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef bint timed = phase_seconds is not None
     cdef double clock = 0.0
     cdef double[::1] diag = cache.diag_values
+    cdef double curv_cap = selection_curvature_cap(diag) if wss == WSS_SECOND_CAPPED else INFINITY
     if cache.n_samples != n or alpha.shape[0] != n or F.shape[0] != n:
         raise ValueError("cache, y, alpha and F must have the same number of samples")
+    if wss not in WSS_CODES.values():
+        raise ValueError(f"wss={wss!r}; accepted codes: {WSS_CODES}")
     if timed and phase_seconds.shape[0] != len(PHASES):
         raise ValueError(f"phase_seconds must hold {len(PHASES)} entries, one per phase: {PHASES}")
     if record and (trace_step is None or trace_pairs is None or trace_objective is None
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
         raise ValueError("trace arrays must hold max_iter + 1 entries")
-    # Per-index state that changes only at the two indices a step moves: phi'(a_k), K_kk + phi''(a_k) (two logs per
-    # point per iteration would otherwise dominate the scan) and the I_up / I_low membership, as penalties added to the
+    # Per-index state that changes only at the two indices a step moves: phi'(a_k), the selection's curvature
+    # K_kk + phi''(a_k) (phi'' capped under 'second-capped'; two logs per point per iteration would otherwise dominate
+    # the scan) and the I_up / I_low membership, as penalties added to the
     # scores. The loop keeps the scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed
     # (the pair, the end).
     dphi_buffer, curv_buffer, score_buffer, up_buffer, low_buffer = (np.empty(n) for _ in range(5))
@@ -451,7 +472,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef const double* low_or_none
     with nogil:
         for k in range(n):
-            refresh_index(loss, y, alpha, C, lo, hi, k, diag, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, k, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
             n_outside += outside_a_set(up_pen, low_pen, k)
         up_or_none = &up_pen[0] if n_outside else NULL
         low_or_none = &low_pen[0] if n_outside else NULL
@@ -475,7 +496,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             i, j = e.i, e.j
             if timed:
                 clock = now()
-            if wss == WSS_SECOND:
+            if wss != WSS_FIRST:
                 row_i = cache.row(i)
                 if timed:
                     lap(&clock, phase_seconds, 1)
@@ -502,8 +523,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             move_pair(y, alpha, i, j, step, lo, hi)
             dphi_i, dphi_j = dphi_a[i], dphi_a[j]
             n_outside -= outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
-            refresh_index(loss, y, alpha, C, lo, hi, i, diag, dphi_a, curv, up_pen, low_pen)
-            refresh_index(loss, y, alpha, C, lo, hi, j, diag, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, i, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, j, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
             n_outside += outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
             up_or_none = &up_pen[0] if n_outside else NULL
             low_or_none = &low_pen[0] if n_outside else NULL

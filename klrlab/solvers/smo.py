@@ -61,7 +61,7 @@ def solve_dual(
     C: float,  # the regularisation weight (> 0; np.inf with 'hinge': the box [0, inf), e.g. an L2-SVM by a ridge cache)
     loss: str = "logistic",  # 'logistic' (KLR, sparse KLR) or 'hinge' (the C-SVM)
     lam: float = 0.0,  # the weight lambda of -lambda sum alpha: 0 for KLR, > 0 for sparse KLR, 1 for the C-SVM
-    wss: str = "second",  # working-set rule: 'first' (maximal violating pair) or 'second' (second order)
+    wss: str = "second-capped",  # working-set rule: 'second-capped', 'second' or 'first' (see above)
     tol: float = 1e-5,  # stop when the KKT violation m - M is at most this
     max_iter: int = 10_000_000,  # the iteration cap
     bound_eps: float | None = None,  # KLR's absolute lower bound (None: Keerthi's mu C)

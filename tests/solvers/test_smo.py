@@ -14,7 +14,8 @@ from klrlab.dual import box, initial_alpha, kkt_violation, lower_bound, rescale_
 from klrlab.kernels import Kernel
 from klrlab.reference import (primal_28, primal_klr, reference_objective, reference_smo, reference_smo_newton_cg,
                               stationarity_violation)
-from klrlab.solvers._smo import SCAN_BODIES, init_gradient, pair_minimiser, second_order_scan, shift_and_scan
+from klrlab.solvers._smo import (SCAN_BODIES, init_gradient, pair_minimiser, second_order_scan, shift_and_scan,
+                                 smo)
 from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
 from conftest import problem
@@ -62,7 +63,7 @@ def test_svm_mode_matches_libsvm(name, C):
 
 
 @pytest.mark.parametrize("loss,lam", [("logistic", 0.0), ("hinge", 1.0)])
-@pytest.mark.parametrize("wss", ["first", "second"])
+@pytest.mark.parametrize("wss", WSS_RULES)
 def test_engine_matches_reference_and_its_certificate(loss, lam, wss):
     X, y, gamma = PROBLEMS["keerthi"]
     k = Kernel("rbf", gamma=gamma)
@@ -79,7 +80,7 @@ def test_engine_matches_reference_and_its_certificate(loss, lam, wss):
 
 
 @pytest.mark.parametrize("loss,lam", [("logistic", 0.0), ("logistic", 2.0), ("hinge", 1.0)])
-@pytest.mark.parametrize("wss", ["first", "second"])
+@pytest.mark.parametrize("wss", WSS_RULES)
 def test_engine_takes_the_reference_s_steps(loss, lam, wss):
     # step by step, not only the optimum: a different pair at any step changes the objective from there on
     X, y, gamma = PROBLEMS["keerthi"]
@@ -93,7 +94,7 @@ def test_engine_takes_the_reference_s_steps(loss, lam, wss):
     np.testing.assert_allclose(res.trace["objective"][:steps], ref["objective"][:steps], rtol=1e-11, atol=1e-11)
 
 
-@pytest.mark.parametrize("wss", ["first", "second"])
+@pytest.mark.parametrize("wss", WSS_RULES)
 @pytest.mark.parametrize("C", [0.1, 10.0, 1000.0])
 def test_sufficient_decrease_every_iteration(wss, C):
     X, y, gamma = PROBLEMS["twonorm"]
@@ -112,6 +113,38 @@ def test_both_rules_reach_the_same_optimum():
     b = solve_dual(k.cache(X), y, 10.0, wss="second", tol=1e-10)
     np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-7)
     assert b.n_iter < a.n_iter
+
+
+def test_capped_rule_frees_points_stuck_at_a_bound_and_stops_at_the_same_certificate():
+    # KLR at C = 100 on Keerthi's Gaussians: under 'second' points sit on the guard bound mu C for tens of thousands of
+    # steps, rated near zero by the barrier's curvature; the capped rating picks them while they violate
+    X, y, _, _ = make_keerthi_gaussians(600, 10, seed=1)
+    k = Kernel("rbf", gamma=0.5)
+    runs = {wss: solve_dual(k.cache(X), y, 100.0, wss=wss, tol=1e-3) for wss in ("second", "second-capped")}
+    assert all(r.converged and r.certificate.value <= 1e-3 for r in runs.values())
+    assert runs["second-capped"].n_iter * 3 < runs["second"].n_iter
+    K = k(X)
+    decisions = [K @ (r.alpha * y) + r.bias for r in runs.values()]
+    np.testing.assert_allclose(decisions[0], decisions[1], atol=1e-2)
+    assert abs(runs["second"].objective - runs["second-capped"].objective) <= 1e-6 * abs(runs["second"].objective)
+
+
+def test_capped_rule_is_the_second_order_rule_for_the_svm():
+    X, y, gamma = PROBLEMS["twonorm"]
+    k = Kernel("rbf", gamma=gamma)
+    a, b = (solve_dual(k.cache(X), y, 10.0, loss="hinge", lam=1.0, wss=wss, tol=1e-6)
+            for wss in ("second", "second-capped"))
+    assert a.n_iter == b.n_iter and np.array_equal(a.alpha, b.alpha)
+
+
+def test_engine_refuses_an_unknown_rule_code():
+    X, y, gamma = PROBLEMS["keerthi"]
+    cache = Kernel("rbf", gamma=gamma).cache(X)
+    lo, hi = box("logistic", 1.0)
+    alpha, F = initial_alpha(y, lo, hi, 1.0), np.zeros(len(y))
+    init_gradient(cache, y, alpha, F)
+    with pytest.raises(ValueError, match="wss=7"):
+        smo(cache, y, alpha, F, 1, 1.0, 0.0, lo, hi, 7, 1e-3, 10)
 
 
 def test_max_iter_stops_with_a_failing_certificate():
@@ -170,7 +203,7 @@ def test_bad_labels_and_cache():
     seed=st.integers(0, 10**6),
     C=st.floats(1e-2, 1e3),
     loss=st.sampled_from(["logistic", "hinge"]),
-    wss=st.sampled_from(["first", "second"]),
+    wss=st.sampled_from(WSS_RULES),
     gamma=st.floats(0.05, 5.0),
     kernel=st.sampled_from(["rbf", "laplacian", "linear", "poly"]),
 )
@@ -236,7 +269,7 @@ def test_keerthi_scheme_bad_combinations(kwargs, match):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("C,lam", [(1.0, 0.3), (30.0, 10.0), (300.0, 300.0)])
-@pytest.mark.parametrize("wss", ["first", "second"])
+@pytest.mark.parametrize("wss", WSS_RULES)
 def test_stationarity_recomputed_independently(seed, C, lam, wss):
     X, y = problem(seed, imbalance=0.3)
     k = Kernel("rbf", gamma=0.5)
@@ -258,7 +291,7 @@ def test_primal_28_agrees(seed, C, lam):
     np.testing.assert_allclose(K @ (res.alpha * y) + res.bias, decision, atol=1e-5)
 
 
-@pytest.mark.parametrize("wss", ["first", "second"])
+@pytest.mark.parametrize("wss", WSS_RULES)
 def test_sufficient_decrease_and_same_optimum(wss):
     X, y = problem(5, imbalance=0.35)
     k = Kernel("rbf", gamma=0.5)
