@@ -51,7 +51,13 @@ SCAN_BODIES = ("baseline", "avx2") if klr_avx2_available() else ("baseline",)
 # kernel diagonal. Near a bound phi'' ~ 1 / a is huge, so the quadratic model rates a far-off point's gain near zero
 # while the entropy (t log t, not t^2 / a) lets it move a long way: such points stayed unpicked, the violation m - M
 # stayed large, and large-C fits took several times the steps (measured on the smo page).
-SELECTION_CURVATURE_CAP = 1e3
+SELECTION_CURVATURE_CAP = 1e4
+# ... and only while the maximal violation m - M exceeds this: for a violation v <= 1 the quadratic model with the
+# true phi'' is within 2 (e^v - 1 - v) / v^2 <= 1.44 of the entropy's exact gain, so the tail keeps the exact rule
+# (capping there too picked near-bound points whose real steps are tiny: up to 1.45x the steps at tol 1e-5).
+CAPPED_WHILE_VIOLATION_ABOVE = 1.0
+cdef double CAPPED_ABOVE = CAPPED_WHILE_VIOLATION_ABOVE
+cdef double CAP_SCALE = SELECTION_CURVATURE_CAP
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (KLR's is >= 4 / C > 0)
 cdef double EPS = 2.220446049250313e-16
 cdef double NEWTON_SETTLED = 1e-9   # a 1-D Newton step below this share of t (and of U - t): the next is below rounding
@@ -255,11 +261,14 @@ cdef inline double low_penalty(double y, double a, double lo, double hi) noexcep
 
 cdef inline void refresh_index(int loss, const double[::1] y, const double[::1] alpha, double C, double lo,
                                double hi, Py_ssize_t k, const double[::1] diag, double curv_cap, double[::1] dphi_a,
-                               double[::1] curv, double[::1] up_pen, double[::1] low_pen) noexcept nogil:
-    """Recompute the per-index state of k after alpha_k moved: phi'(a_k), the selection's curvature
-    K_kk + min(phi''(a_k), curv_cap) and the membership."""
+                               double[::1] curv, double[::1] curv_capped, double[::1] up_pen,
+                               double[::1] low_pen) noexcept nogil:
+    """Recompute the per-index state of k after alpha_k moved: phi'(a_k), the selection's curvature K_kk + phi''(a_k)
+    and K_kk + min(phi''(a_k), curv_cap), and the membership."""
+    cdef double entropy_curvature = d2phi(loss, alpha[k], C)
     dphi_a[k] = dphi(loss, alpha[k], C)
-    curv[k] = diag[k] + fmin(d2phi(loss, alpha[k], C), curv_cap)
+    curv[k] = diag[k] + entropy_curvature
+    curv_capped[k] = diag[k] + fmin(entropy_curvature, curv_cap)
     up_pen[k] = up_penalty(y[k], alpha[k], lo, hi)
     low_pen[k] = low_penalty(y[k], alpha[k], lo, hi)
 
@@ -419,7 +428,7 @@ def selection_curvature_cap(const double[::1] diag):
     cdef Py_ssize_t k
     for k in range(diag.shape[0]):
         total += diag[k]
-    return SELECTION_CURVATURE_CAP * total / diag.shape[0] if total > 0.0 else INFINITY
+    return CAP_SCALE * total / diag.shape[0] if total > 0.0 else INFINITY
 
 
 def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
@@ -459,9 +468,11 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     # the scan) and the I_up / I_low membership, as penalties added to the
     # scores. The loop keeps the scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed
     # (the pair, the end).
-    dphi_buffer, curv_buffer, score_buffer, up_buffer, low_buffer = (np.empty(n) for _ in range(5))
+    dphi_buffer, curv_buffer, capped_buffer, score_buffer, up_buffer, low_buffer = (np.empty(n) for _ in range(6))
     cdef double[::1] dphi_a = dphi_buffer
     cdef double[::1] curv = curv_buffer
+    cdef double[::1] curv_capped = capped_buffer
+    cdef const double* rating_curv
     cdef double[::1] s = score_buffer
     cdef double[::1] up_pen = up_buffer
     cdef double[::1] low_pen = low_buffer
@@ -472,7 +483,7 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
     cdef const double* low_or_none
     with nogil:
         for k in range(n):
-            refresh_index(loss, y, alpha, C, lo, hi, k, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, k, diag, curv_cap, dphi_a, curv, curv_capped, up_pen, low_pen)
             n_outside += outside_a_set(up_pen, low_pen, k)
         up_or_none = &up_pen[0] if n_outside else NULL
         low_or_none = &low_pen[0] if n_outside else NULL
@@ -500,7 +511,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                 row_i = cache.row(i)
                 if timed:
                     lap(&clock, phase_seconds, 1)
-                j = klr_second_order(&s[0], low_or_none, &curv[0], row_i, curv[i], e.m, TAU_CURVATURE, n)
+                rating_curv = &curv_capped[0] if gap > CAPPED_ABOVE else &curv[0]
+                j = klr_second_order(&s[0], low_or_none, rating_curv, row_i, rating_curv[i], e.m, TAU_CURVATURE, n)
                 if j < 0:        # no finite second-order gain (infinite curvatures): the maximal violating pair's j
                     j = e.j
                 if timed:
@@ -523,8 +535,8 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
             move_pair(y, alpha, i, j, step, lo, hi)
             dphi_i, dphi_j = dphi_a[i], dphi_a[j]
             n_outside -= outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
-            refresh_index(loss, y, alpha, C, lo, hi, i, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
-            refresh_index(loss, y, alpha, C, lo, hi, j, diag, curv_cap, dphi_a, curv, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, i, diag, curv_cap, dphi_a, curv, curv_capped, up_pen, low_pen)
+            refresh_index(loss, y, alpha, C, lo, hi, j, diag, curv_cap, dphi_a, curv, curv_capped, up_pen, low_pen)
             n_outside += outside_a_set(up_pen, low_pen, i) + outside_a_set(up_pen, low_pen, j)
             up_or_none = &up_pen[0] if n_outside else NULL
             low_or_none = &low_pen[0] if n_outside else NULL

@@ -14,8 +14,8 @@ from klrlab.dual import box, initial_alpha, kkt_violation, lower_bound, rescale_
 from klrlab.kernels import Kernel
 from klrlab.reference import (primal_28, primal_klr, reference_objective, reference_smo, reference_smo_newton_cg,
                               stationarity_violation)
-from klrlab.solvers._smo import (SCAN_BODIES, init_gradient, pair_minimiser, second_order_scan, shift_and_scan,
-                                 smo)
+from klrlab.solvers._smo import (CAPPED_WHILE_VIOLATION_ABOVE, SCAN_BODIES, init_gradient, pair_minimiser,
+                                 second_order_scan, shift_and_scan, smo)
 from klrlab.solvers.smo import WSS_RULES, smo_svc, solve_dual, solve_path
 
 from conftest import problem
@@ -127,6 +127,17 @@ def test_capped_rule_frees_points_stuck_at_a_bound_and_stops_at_the_same_certifi
     decisions = [K @ (r.alpha * y) + r.bias for r in runs.values()]
     np.testing.assert_allclose(decisions[0], decisions[1], atol=1e-2)
     assert abs(runs["second"].objective - runs["second-capped"].objective) <= 1e-6 * abs(runs["second"].objective)
+
+
+def test_capped_rule_rates_pairs_exactly_once_every_violation_is_at_most_one():
+    # from a start whose violation m - M is already below CAPPED_WHILE_VIOLATION_ABOVE the two rules pick the same pairs
+    X, y, _, _ = make_keerthi_gaussians(300, 10, seed=2)
+    cache = Kernel("rbf", gamma=0.5).cache(X)
+    start = solve_dual(cache, y, 100.0, wss="second", tol=0.5).alpha
+    runs = [solve_dual(cache, y, 100.0, wss=wss, tol=1e-8, alpha0=start, trace=True)
+            for wss in ("second", "second-capped")]
+    assert runs[0].trace["kkt_violation"][0] <= CAPPED_WHILE_VIOLATION_ABOVE
+    assert runs[0].n_iter == runs[1].n_iter > 100 and np.array_equal(runs[0].alpha, runs[1].alpha)
 
 
 def test_capped_rule_is_the_second_order_rule_for_the_svm():
