@@ -54,7 +54,7 @@ SCAN_BODIES = ("baseline", "avx2") if klr_avx2_available() else ("baseline",)
 SELECTION_CURVATURE_CAP = 1e4
 # ... and only while the maximal violation m - M exceeds this: for a violation v <= 1 the quadratic model with the
 # true phi'' is within 2 (e^v - 1 - v) / v^2 <= 1.44 of the entropy's exact gain, so the tail keeps the exact rule
-# (capping there too picked near-bound points whose real steps are tiny: up to 1.45x the steps at tol 1e-5).
+# (capping there too picks near-bound points whose real steps are tiny, and cost steps at tight tolerances).
 CAPPED_WHILE_VIOLATION_ABOVE = 1.0
 cdef double CAPPED_ABOVE = CAPPED_WHILE_VIOLATION_ABOVE
 cdef double CAP_SCALE = SELECTION_CURVATURE_CAP
@@ -463,11 +463,11 @@ def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F
                    or trace_gap.shape[0] < max_iter + 1 or trace_step.shape[0] < max_iter + 1
                    or trace_objective.shape[0] < max_iter + 1 or trace_pairs.shape[0] < 2 * (max_iter + 1)):
         raise ValueError("trace arrays must hold max_iter + 1 entries")
-    # Per-index state that changes only at the two indices a step moves: phi'(a_k), the selection's curvature
-    # K_kk + phi''(a_k) (phi'' capped under 'second-capped'; two logs per point per iteration would otherwise dominate
-    # the scan) and the I_up / I_low membership, as penalties added to the
-    # scores. The loop keeps the scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is recovered where it is needed
-    # (the pair, the end).
+    # Per-index state that changes only at the two indices a step moves (two logs per point per iteration would
+    # otherwise dominate the scan): phi'(a_k); the selection's curvature K_kk + phi''(a_k), and its capped twin that
+    # 'second-capped' rates pairs with while m - M > CAPPED_WHILE_VIOLATION_ABOVE; and the I_up / I_low membership, as
+    # penalties added to the scores. The loop keeps the scores s_k, not F: F_k = -s_k - y_k (phi'(a_k) - lam) is
+    # recovered where it is needed (the pair, the end).
     dphi_buffer, curv_buffer, capped_buffer, score_buffer, up_buffer, low_buffer = (np.empty(n) for _ in range(6))
     cdef double[::1] dphi_a = dphi_buffer
     cdef double[::1] curv = curv_buffer
