@@ -14,7 +14,7 @@ from scipy.optimize import brentq, minimize
 from scipy.special import expit, log_expit
 
 from .dual import box, initial_alpha, logistic_terms, low_mask, meb_matrix, up_mask
-from .solvers._smo import CAPPED_WHILE_VIOLATION_ABOVE, SELECTION_CURVATURE_CAP
+from .solvers._smo import CAPPED_WHILE_VIOLATION_ABOVE, selection_curvature_cap
 from .solvers.ivm import SPAN_TOLERANCE, _hessian_factor
 
 # %% ../nbs/05_reference.ipynb #09fff603
@@ -84,7 +84,7 @@ def reference_smo(
         else:
             cand = I_low[s[I_low] < s[i]]
             capped = wss == "second-capped" and gap > CAPPED_WHILE_VIOLATION_ABOVE
-            cap = SELECTION_CURVATURE_CAP * np.mean(np.diag(K)) if capped else np.inf
+            cap = selection_curvature_cap(np.diag(K)) if capped else np.inf
             entropy_curvature = np.minimum(_phi_second(loss, alpha[i], C), cap) + np.minimum(
                 _phi_second(loss, alpha[cand], C), cap)
             q = K[i, i] + K[cand, cand] - 2 * K[i, cand] + entropy_curvature

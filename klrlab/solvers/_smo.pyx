@@ -57,7 +57,6 @@ SELECTION_CURVATURE_CAP = 1e4
 # (capping there too picks near-bound points whose real steps are tiny, and cost steps at tight tolerances).
 CAPPED_WHILE_VIOLATION_ABOVE = 1.0
 cdef double CAPPED_ABOVE = CAPPED_WHILE_VIOLATION_ABOVE
-cdef double CAP_SCALE = SELECTION_CURVATURE_CAP
 cdef double TAU_CURVATURE = 1e-12   # LIBSVM's floor for a non-positive pair curvature (KLR's is >= 4 / C > 0)
 cdef double EPS = 2.220446049250313e-16
 cdef double NEWTON_SETTLED = 1e-9   # a 1-D Newton step below this share of t (and of U - t): the next is below rounding
@@ -421,14 +420,11 @@ def objective(int loss, const double[::1] y, const double[::1] alpha, const doub
     return objective_nogil(loss, y, alpha, F, C, lam)
 
 
-def selection_curvature_cap(const double[::1] diag):
+def selection_curvature_cap(diag) -> float:
     """'second-capped''s bound on phi''(a_k) in the selection's curvature: SELECTION_CURVATURE_CAP times the mean
     kernel diagonal (the kernel's own curvature scale), or inf (no cap) when that mean is not positive."""
-    cdef double total = 0.0
-    cdef Py_ssize_t k
-    for k in range(diag.shape[0]):
-        total += diag[k]
-    return CAP_SCALE * total / diag.shape[0] if total > 0.0 else INFINITY
+    mean = float(np.mean(diag))
+    return SELECTION_CURVATURE_CAP * mean if mean > 0.0 else INFINITY
 
 
 def smo(KernelCache cache, const double[::1] y, double[::1] alpha, double[::1] F, int loss, double C, double lam,
